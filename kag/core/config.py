@@ -1,0 +1,65 @@
+"""``kag.toml``: per-project settings (plugin choices, dataset paths, plugin options).
+
+Looked up in the current directory unless ``--config FILE`` names one. Example::
+
+    [plugins]
+    reward = "milestone"
+    sandbox = "docker"
+
+    [datasets.kernelbench]
+    path = "/data/KernelBench"
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_NAME = "kag.toml"
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used, with the file named."""
+
+
+@attrs.frozen
+class Config:
+    path: Path | None = None
+    data: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def plugins(self) -> dict[str, str]:
+        table = self.data.get("plugins", {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{self.path}: [plugins] must be a table of KIND = \"NAME\"")
+        return {str(k): str(v) if not isinstance(v, list) else ",".join(map(str, v)) for k, v in table.items()}
+
+    def options(self, kind_plural: str, name: str) -> dict[str, Any]:
+        """Options for one plugin, from a ``[KINDS.NAME]`` table (e.g. ``[datasets.kernelbench]``)."""
+        table = self.data.get(kind_plural, {}).get(name, {})
+        return dict(table) if isinstance(table, dict) else {}
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read ``path`` (must exist) or ``./kag.toml`` (optional)."""
+    if path is None:
+        candidate = Path.cwd() / CONFIG_NAME
+        if not candidate.is_file():
+            return Config()
+        path = candidate
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass an existing kag.toml to --config")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file or pass another --config") from exc
+    return Config(path=path, data=data)

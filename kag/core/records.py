@@ -1,0 +1,215 @@
+"""Records that cross boundaries (processes, files, plugins): attrs classes with lossless JSON.
+
+``to_dict``/``from_dict`` walk the attrs fields and their type hints, so adding a field to a
+record is all it takes for it to travel. ``to_json``/``from_json`` are the string forms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+import typing
+from typing import Any, TypeVar, Union
+
+import attrs
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------------------------
+# serialisation
+def to_dict(record: Any) -> Any:
+    """Plain JSON-able data for a record (or a list/dict of records)."""
+    if attrs.has(type(record)):
+        return {f.name: to_dict(getattr(record, f.name)) for f in attrs.fields(type(record))}
+    if isinstance(record, (list, tuple)):
+        return [to_dict(x) for x in record]
+    if isinstance(record, dict):
+        return {str(k): to_dict(v) for k, v in record.items()}
+    return record
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        for arg in args:
+            if attrs.has(arg) and isinstance(value, dict):
+                return from_dict(arg, value)
+        return _convert(args[0], value) if len(args) == 1 else value
+    if attrs.has(tp):
+        return from_dict(tp, value)
+    if origin in (list, tuple):
+        (arg, *_) = typing.get_args(tp) or (Any,)
+        items = [_convert(arg, v) for v in value]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        _, arg = typing.get_args(tp) or (Any, Any)
+        return {k: _convert(arg, v) for k, v in value.items()}
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Rebuild a record from ``to_dict`` output; unknown keys are an error (no silent loss)."""
+    attrs.resolve_types(cls)
+    fields = {f.name: f for f in attrs.fields(cls)}
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
+    kwargs = {name: _convert(fields[name].type, value) for name, value in data.items()}
+    return cls(**kwargs)
+
+
+def to_json(record: Any) -> str:
+    return json.dumps(to_dict(record), sort_keys=False)
+
+
+def from_json(cls: type[T], text: str) -> T:
+    return from_dict(cls, json.loads(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks and solutions
+@attrs.define
+class Task:
+    """A PyTorch ``Model`` with ``get_inputs``/``get_init_inputs`` (KernelBench format)."""
+
+    name: str
+    source: str
+    code: str
+    level: int | None = None
+    problem_id: int | None = None
+    path: str | None = None
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def code_hash(self) -> str:
+        """Content hash: baseline timings are cached by it."""
+        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+
+
+@attrs.define
+class Solution:
+    """What the agent wrote: ``model_new.py`` and the files under ``kernels/``."""
+
+    model_new: str
+    kernels: dict[str, str] = attrs.field(factory=dict)
+    ignored_files: list[str] = attrs.field(factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+@attrs.define
+class Violation:
+    """A guard's finding: which guard, and where (file:line or kernel name) and what."""
+
+    guard: str
+    detail: str
+
+
+@attrs.define
+class TimingStats:
+    """Summary of N timed iterations, in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    iqr_ms: float
+    n: int
+
+    @property
+    def cv(self) -> float:
+        return self.std_ms / self.mean_ms if self.mean_ms else 0.0
+
+
+@attrs.define
+class RewardValue:
+    name: str
+    value: float
+
+
+@attrs.define
+class EvalResult:
+    """The trusted evaluator's verdict on one solution for one task."""
+
+    task: str
+    backend: str = "cuda"
+    compiled: bool = False
+    correct: bool = False
+    violations: list[Violation] = attrs.field(factory=list)
+    error: str | None = None
+    error_kind: str | None = None
+    times_ms: dict[str, float] = attrs.field(factory=dict)
+    timing: dict[str, TimingStats] = attrs.field(factory=dict)
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    reward: RewardValue | None = None
+    device: dict[str, Any] = attrs.field(factory=dict)
+    peak_memory_mb: float | None = None
+    durations_s: dict[str, float] = attrs.field(factory=dict)
+    build_log: str = ""
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Built, guarded and correct: the solution counts."""
+        return self.compiled and self.correct and not self.violations and self.error is None
+
+
+# ---------------------------------------------------------------------------------------------
+# trajectories
+@attrs.define
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define
+class Message:
+    """One chat message in the OpenAI format (tool calls and tool results included)."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = attrs.field(factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+@attrs.define
+class Turn:
+    """One policy step: what the model produced, what the tools answered, and RL data if any."""
+
+    index: int
+    response: Message
+    observations: list[Message] = attrs.field(factory=list)
+    prompt_token_ids: list[int] = attrs.field(factory=list)
+    response_token_ids: list[int] = attrs.field(factory=list)
+    response_logprobs: list[float] = attrs.field(factory=list)
+    eval_results: list[EvalResult] = attrs.field(factory=list)
+    usage: dict[str, int] = attrs.field(factory=dict)
+    elapsed_s: float = 0.0
+    error: str | None = None
+
+
+@attrs.define
+class Trajectory:
+    """One episode: the task, every turn, the best solution's verdict and the reward."""
+
+    episode_id: str
+    task: str
+    messages: list[Message] = attrs.field(factory=list)
+    turns: list[Turn] = attrs.field(factory=list)
+    result: EvalResult | None = None
+    reward: float | None = None
+    stop_reason: str = ""
+    policy: str = ""
+    plugins: dict[str, list[str]] = attrs.field(factory=dict)
+    kag_version: str = ""
+    elapsed_s: float = 0.0
+    metadata: dict[str, Any] = attrs.field(factory=dict)
