@@ -1,0 +1,61 @@
+import json
+import subprocess
+import sys
+import time
+
+from tests.conftest import run_kag
+
+
+def test_help_is_fast_and_imports_no_torch():
+    code = ("import sys, time; t=time.perf_counter(); from kag.cli.main import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NOTORCH', time.perf_counter()-t)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "NOTORCH" in out
+    start = time.perf_counter()
+    proc = run_kag("--help")
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0 and "plugins" in proc.stdout and "tasks" in proc.stdout
+    assert elapsed < 1.0, f"kag --help took {elapsed:.2f} s"
+
+
+def test_plugins_json_lists_every_kind():
+    proc = run_kag("plugins", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)["kinds"]
+    for kind in ("dataset", "tool", "sandbox", "baseline", "reward", "guard", "policy", "algorithm", "backend"):
+        assert kind in data
+    rewards = {r["name"]: r for r in data["reward"]}
+    assert rewards["milestone"]["origin"] == "built-in" and rewards["milestone"]["selected"]
+
+
+def test_plugin_selection_errors_exit_2_with_the_valid_names():
+    proc = run_kag("plugins", "--plugin", "reward=nope")
+    assert proc.returncode == 2
+    assert "unknown reward 'nope'" in proc.stderr and "milestone" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_config_file_selects_plugins(tmp_path):
+    (tmp_path / "kag.toml").write_text('[plugins]\nreward = "speedup"\n')
+    data = json.loads(run_kag("plugins", "--json", cwd=tmp_path).stdout)["kinds"]
+    assert {r["name"] for r in data["reward"] if r["selected"]} == {"speedup"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[plugins\n")
+    proc = run_kag("plugins", "--config", str(bad))
+    assert proc.returncode == 2 and "bad.toml: not valid TOML" in proc.stderr
+
+
+def test_tasks_json(kernelbench_path):
+    proc = run_kag("tasks", "--dataset", f"kernelbench:{kernelbench_path}", "--level", "2", "--ids", "1-3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["count"] == 3 and data["skipped"] == []
+    assert [t["problem_id"] for t in data["tasks"]] == [1, 2, 3]
+
+
+def test_tasks_from_kernelbench_env_and_bad_path(kernelbench_path, tmp_path):
+    proc = run_kag("tasks", "--dataset", "kernelbench", "--level", "3", env={"KAG_KERNELBENCH": str(kernelbench_path)})
+    assert proc.returncode == 0 and "50 tasks loaded" in proc.stderr
+    proc = run_kag("tasks", "--dataset", f"kernelbench:{tmp_path}")
+    assert proc.returncode == 2 and "no level1..level4" in proc.stderr
