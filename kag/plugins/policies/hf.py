@@ -1,0 +1,169 @@
+"""The ``hf`` policy: a transformers causal LM in-process, with its chat template and a tool-call parser.
+
+The prompt is the tokenizer's chat template applied to the conversation and the tool schemas; the
+reply is parsed for Hermes/Qwen-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+blocks. Token ids of the prompt and the response and the response's log-probs (under the sampling
+distribution) are returned for RL. A block that does not parse becomes a call whose arguments
+carry the raw text, so the agent loop tells the model what went wrong instead of stopping.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from kag.core.hookspecs import hookimpl
+from kag.core.policy import PolicyError, PolicyStep, new_call_id, parse_arguments
+from kag.core.records import Message, ToolCall
+from kag.core.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
+
+TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
+    """Split a reply into its prose and its ``<tool_call>`` blocks (an unclosed last block counts)."""
+    calls: list[ToolCall] = []
+    for match in TOOL_CALL_RE.finditer(text):
+        body = match.group(1).strip()
+        if not body:
+            continue
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError as exc:
+            name = re.search(r'"name"\s*:\s*"([^"]+)"', body)
+            calls.append(ToolCall(id=new_call_id(), name=name.group(1) if name else "",
+                                  arguments={RAW_ARGS_KEY: body, PARSE_ERROR_KEY: str(exc)}))
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            calls.append(ToolCall(id=new_call_id(), name="", arguments={
+                RAW_ARGS_KEY: body, PARSE_ERROR_KEY: 'a tool call is {"name": ..., "arguments": {...}}'}))
+            continue
+        calls.append(ToolCall(id=new_call_id(), name=value["name"],
+                              arguments=parse_arguments(value.get("arguments", value.get("parameters", {})))))
+    content = TOOL_CALL_RE.sub("", text).strip()
+    return content, calls
+
+
+def messages_for_template(messages: list[Message]) -> list[dict[str, Any]]:
+    """Chat-template messages: tool-call arguments as dicts (what Qwen/Hermes templates expect)."""
+    out = []
+    for m in messages:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            d["tool_calls"] = [{"id": c.id, "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
+        if m.tool_call_id is not None:
+            d["tool_call_id"] = m.tool_call_id
+        if m.name is not None:
+            d["name"] = m.name
+        out.append(d)
+    return out
+
+
+class HFPolicy:
+    """Options: model (path or hub id already on disk), device ("cpu", "cuda", "auto"), dtype,
+    max_new_tokens, temperature (0 = greedy), top_p, seed."""
+
+    name = "hf"
+
+    def __init__(self, model: str | None = None, device: str = "auto", dtype: str = "auto",
+                 max_new_tokens: int = 1024, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None, trust_remote_code: bool = False) -> None:
+        if not model:
+            raise PolicyError("the hf policy needs model=PATH (a local transformers model directory)")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = device
+        import transformers
+
+        load_kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        if dtype not in ("auto", None):  # the keyword was torch_dtype before transformers 4.56
+            major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+            load_kw["dtype" if (major, minor) >= (4, 56) else "torch_dtype"] = getattr(torch, dtype)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+            self.model = AutoModelForCausalLM.from_pretrained(model, **load_kw)
+        except (OSError, ValueError) as exc:
+            raise PolicyError(f"cannot load the hf model {model!r}: {exc}") from None
+        if self.tokenizer.chat_template is None:
+            raise PolicyError(f"the tokenizer of {model} has no chat_template; set one in tokenizer_config.json")
+        self.model.to(device).eval()
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.generator = torch.Generator(device=device)
+        if seed is not None:
+            self.generator.manual_seed(int(seed))
+        self.stop_ids = {i for i in [self.tokenizer.eos_token_id, self.tokenizer.pad_token_id] if i is not None}
+
+    @staticmethod
+    def check_available() -> str | None:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            return "transformers is not installed (pip install transformers)"
+        return None
+
+    def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages_for_template(messages), tools=tools or None,
+                                                 add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys") and "input_ids" in ids:  # newer transformers return a BatchEncoding
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+
+    def generate(self, prompt: list[int]) -> tuple[list[int], list[float], str]:
+        """Sample token by token with a KV cache; log-probs are of the distribution sampled from."""
+        torch = self.torch
+        input_ids = torch.tensor([prompt], device=self.device)
+        out_ids: list[int] = []
+        logprobs: list[float] = []
+        past = None
+        finish = "length"
+        with torch.no_grad():
+            for _ in range(self.max_new_tokens):
+                result = self.model(input_ids=input_ids, past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                logits = result.logits[0, -1].float()
+                if self.temperature > 0:
+                    logp = torch.log_softmax(logits / self.temperature, dim=-1)
+                    probs = logp.exp()
+                    if self.top_p < 1.0:
+                        sorted_p, order = probs.sort(descending=True)
+                        keep = sorted_p.cumsum(0) - sorted_p < self.top_p
+                        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
+                        probs = probs / probs.sum()
+                        logp = probs.clamp_min(1e-30).log()
+                    token = int(torch.multinomial(probs, 1, generator=self.generator))
+                else:
+                    logp = torch.log_softmax(logits, dim=-1)
+                    token = int(logits.argmax())
+                out_ids.append(token)
+                logprobs.append(float(logp[token]))
+                if token in self.stop_ids:
+                    finish = "stop"
+                    break
+                input_ids = torch.tensor([[token]], device=self.device)
+        return out_ids, logprobs, finish
+
+    def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyStep:
+        prompt = self.prompt_ids(messages, tools)
+        ids, logprobs, finish = self.generate(prompt)
+        text = self.tokenizer.decode([i for i in ids if i not in self.stop_ids], skip_special_tokens=False)
+        for special in self.tokenizer.all_special_tokens:  # end-of-turn markers, not prose
+            if special not in ("<tool_call>", "</tool_call>"):
+                text = text.replace(special, "")
+        content, calls = parse_tool_calls(text)
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)}
+        return PolicyStep(message=Message(role="assistant", content=content, tool_calls=calls),
+                          finish_reason="tool_calls" if calls else finish, prompt_token_ids=prompt,
+                          response_token_ids=ids, response_logprobs=logprobs, usage=usage)
+
+
+@hookimpl
+def kag_register_policies(register) -> None:
+    register("hf", HFPolicy)

@@ -1,0 +1,205 @@
+"""The ``local`` sandbox: the workspace in a temp dir, commands as limited subprocesses.
+
+Limits: a wall-clock timeout per command (the process group is killed), an optional address-space
+limit (RLIMIT_AS; off by default because a CUDA context reserves far more virtual memory than it
+uses), and no network where an unprivileged network namespace (``unshare -rn``) works. Where it
+does not, the sandbox still runs and says so in ``network_isolated`` / ``isolation_notes``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from kag.core.hookspecs import hookimpl
+from kag.core.sandbox import CommandResult
+
+SHELL = ["bash", "--noprofile", "--norc"]
+
+
+@functools.lru_cache(maxsize=1)
+def network_namespace_problem() -> str | None:
+    """None when ``unshare -rn`` gives commands an empty network namespace here, else why not."""
+    if shutil.which("unshare") is None:
+        return "unshare is not installed (util-linux)"
+    try:
+        proc = subprocess.run(["unshare", "-rn", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare -rn failed: {exc}"
+    if proc.returncode != 0:
+        return f"unshare -rn is not permitted here: {proc.stderr.strip() or proc.returncode}"
+    return None
+
+
+def _limits(memory_limit_mb: int | None) -> Callable[[], None] | None:
+    if not memory_limit_mb:
+        return None
+    limit = int(memory_limit_mb) * 1024 * 1024
+
+    def apply() -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def kill_group(proc: subprocess.Popen, grace_s: float = 2.0) -> None:
+    """SIGTERM the process group of ``proc`` (started with start_new_session), then SIGKILL."""
+    if proc.poll() is not None:
+        try:  # the leader is gone; its children may live on in the group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            os.killpg(proc.pid, signal.SIGKILL)  # leftovers in the group
+        except subprocess.TimeoutExpired:
+            continue
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+
+
+class LocalSandboxHandle:
+    """One episode's workspace on this machine and the way commands run in it."""
+
+    def __init__(self, root: Path, *, owned: bool, timeout_s: float, memory_limit_mb: int | None,
+                 isolate_network: bool, env: dict[str, str] | None) -> None:
+        self.root = root.resolve()
+        self.workdir = str(self.root)
+        self.owned = owned
+        self.timeout_s = timeout_s
+        self.memory_limit_mb = memory_limit_mb
+        problem = network_namespace_problem() if isolate_network else "network isolation switched off"
+        self.network_isolated = problem is None
+        self.isolation_notes = [] if problem is None else [f"commands have network access: {problem}"]
+        self.prefix = ["unshare", "-rn"] if self.network_isolated else []
+        self.env = {**os.environ, **(env or {})}
+        self._procs: list[subprocess.Popen] = []
+        self.closed = False
+
+    def path(self, rel: str = "") -> Path:
+        return self.root / rel if rel else self.root
+
+    def _cwd(self, cwd: str | None) -> str:
+        return str(self.root if cwd is None else (self.root / cwd if not os.path.isabs(cwd) else Path(cwd)))
+
+    def _popen(self, argv: list[str], cwd: str | None, **kw: Any) -> subprocess.Popen:
+        if self.closed:
+            raise RuntimeError("the sandbox is closed")
+        proc = subprocess.Popen(self.prefix + argv, cwd=self._cwd(cwd), env=self.env, start_new_session=True,
+                                preexec_fn=_limits(self.memory_limit_mb), **kw)
+        self._procs = [p for p in self._procs if p.poll() is None] + [proc]
+        return proc
+
+    def run(self, cmd: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+        limit = self.timeout_s if timeout is None else timeout
+        start = time.monotonic()
+        proc = self._popen(["bash", "-c", cmd], cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        try:
+            out, err = proc.communicate(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            kill_group(proc, grace_s=1.0)
+            out, err = proc.communicate()
+            timed_out = True
+        return CommandResult(
+            returncode=proc.returncode if not timed_out else -9,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            timed_out=timed_out,
+            elapsed_s=time.monotonic() - start,
+        )
+
+    def open_shell(self) -> subprocess.Popen:
+        return self._popen(SHELL, None, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           bufsize=0)
+
+    def spawn(self, cmd: str, cwd: str | None = None) -> subprocess.Popen:
+        return self._popen(["bash", "-c", cmd], cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, bufsize=0)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for proc in self._procs:
+            kill_group(proc, grace_s=0.5)
+        if self.owned:
+            shutil.rmtree(self.root.parent if self.root.name == "workspace" else self.root, ignore_errors=True)
+
+    def __enter__(self) -> "LocalSandboxHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalSandbox:
+    """Runs each episode in a temp copy of its workspace (or in place with ``copy=False``).
+
+    Options: ``timeout_s`` (default per-command limit), ``memory_limit_mb`` (RLIMIT_AS per command,
+    None = off), ``network`` (False = isolate where possible), ``copy``, ``keep`` (keep the temp dir
+    after close), ``tmp_dir`` (where temp workspaces go), ``env`` (extra environment variables).
+    """
+
+    def __init__(self, timeout_s: float = 600.0, memory_limit_mb: int | None = None, network: bool = False,
+                 copy: bool = True, keep: bool = False, tmp_dir: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.timeout_s = float(timeout_s)
+        self.memory_limit_mb = int(memory_limit_mb) if memory_limit_mb else None
+        self.network = bool(network)
+        self.copy = bool(copy)
+        self.keep = bool(keep)
+        self.tmp_dir = tmp_dir
+        self.env = dict(env or {})
+
+    @staticmethod
+    def check_available() -> str | None:
+        return None if shutil.which("bash") else "bash is not installed"
+
+    @staticmethod
+    def isolation_info() -> str:
+        """One line for `kag plugins`-style listings: is the network cut off here?"""
+        problem = network_namespace_problem()
+        return "no network (unshare -rn)" if problem is None else f"network isolation unavailable: {problem}"
+
+    def start(self, workspace_dir: str | Path | None = None) -> LocalSandboxHandle:
+        owned = workspace_dir is None or self.copy
+        if owned:
+            base = Path(tempfile.mkdtemp(prefix="kag-ws-", dir=self.tmp_dir))
+            root = base / "workspace"
+            if workspace_dir is None:
+                root.mkdir()
+            else:
+                src = Path(workspace_dir)
+                if not src.is_dir():
+                    shutil.rmtree(base, ignore_errors=True)
+                    raise FileNotFoundError(f"workspace {src} is not a directory; create it (kag run does) first")
+                shutil.copytree(src, root, symlinks=True)
+        else:
+            root = Path(workspace_dir)  # type: ignore[arg-type]
+            if not root.is_dir():
+                raise FileNotFoundError(f"workspace {root} is not a directory; create it first")
+        return LocalSandboxHandle(root, owned=owned and not self.keep, timeout_s=self.timeout_s,
+                                  memory_limit_mb=self.memory_limit_mb, isolate_network=not self.network,
+                                  env=self.env)
+
+
+@hookimpl
+def kag_register_sandboxes(register) -> None:
+    register("local", LocalSandbox)

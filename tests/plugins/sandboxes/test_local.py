@@ -1,0 +1,88 @@
+"""The local sandbox: real subprocesses, time and memory limits, network isolation where possible."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kag.core.plugins import Plugins
+from kag.core.sandbox import SandboxHandle
+from kag.plugins.sandboxes.local import LocalSandbox, network_namespace_problem
+
+
+def test_copies_the_workspace_and_cleans_up(tmp_path: Path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("hello")
+    handle = Plugins(load_entrypoints=False).create("sandbox", "local").start(src)
+    assert isinstance(handle, SandboxHandle)
+    root = handle.path()
+    assert root != src and (root / "a.txt").read_text() == "hello"
+    result = handle.run("cat a.txt; echo changed > a.txt; echo oops >&2; exit 3")
+    assert (result.returncode, result.stdout, result.stderr) == (3, "hello", "oops\n")
+    assert (src / "a.txt").read_text() == "hello"  # the original is untouched
+    handle.close()
+    assert not root.exists()
+    handle.close()  # idempotent
+
+
+def test_in_place_and_empty_workspaces(tmp_path: Path):
+    with LocalSandbox(copy=False).start(tmp_path) as handle:
+        handle.run("touch made_here")
+    assert (tmp_path / "made_here").exists()  # in place: nothing is deleted
+    with LocalSandbox().start() as handle:
+        assert handle.path().is_dir() and not any(handle.path().iterdir())
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        LocalSandbox().start(tmp_path / "missing")
+
+
+def test_timeout_kills_the_process_group(tmp_path: Path):
+    with LocalSandbox().start() as handle:
+        start = time.monotonic()
+        result = handle.run("echo started; (sleep 30; touch late) & sleep 30", timeout=1)
+        assert time.monotonic() - start < 10
+        assert result.timed_out and result.returncode != 0 and "started" in result.stdout
+        time.sleep(0.2)
+        assert not (handle.path() / "late").exists()
+
+
+def test_memory_limit():
+    script = "import sys; b = bytearray(400 * 1024 * 1024); print('allocated')"
+    with LocalSandbox(memory_limit_mb=200).start() as handle:
+        limited = handle.run(f"{sys.executable} -S -c \"{script}\"")
+    assert limited.returncode != 0 and "MemoryError" in limited.stderr
+    with LocalSandbox().start() as handle:
+        free = handle.run(f"{sys.executable} -S -c \"{script}\"")
+    assert free.returncode == 0 and "allocated" in free.stdout
+
+
+def test_network_is_cut_off_where_the_os_allows_it():
+    probe = (f"{sys.executable} -c \"import socket; s = socket.socket(); s.settimeout(3); "
+             f"s.connect(('1.1.1.1', 53)); print('connected')\"")
+    with LocalSandbox().start() as handle:
+        problem = network_namespace_problem()
+        if problem is not None:
+            assert not handle.network_isolated and problem in handle.isolation_notes[0]
+            pytest.skip(f"network namespaces unavailable here: {problem}")
+        assert handle.network_isolated
+        result = handle.run(probe, timeout=20)
+        assert "connected" not in result.stdout and "unreachable" in result.stderr.lower()
+        assert "lo" in handle.run("cat /proc/net/dev").stdout
+    with LocalSandbox(network=True).start() as handle:
+        assert not handle.network_isolated and "switched off" in handle.isolation_notes[0]
+    assert "network" in LocalSandbox.isolation_info()
+
+
+def test_shell_and_spawn_share_the_workspace():
+    with LocalSandbox().start() as handle:
+        shell = handle.open_shell()
+        assert shell.stdin is not None and shell.stdout is not None
+        shell.stdin.write(b"pwd; echo $((6*7))\nexit\n")
+        shell.stdin.flush()
+        assert shell.stdout.read().decode().split() == [handle.workdir, "42"]
+        job = handle.spawn("sleep 30")
+        handle.close()  # kills what is still running
+        assert job.wait(timeout=10) is not None
