@@ -1,0 +1,367 @@
+"""Compile a solution into the ``cuda_extension`` module, one cached object per source file.
+
+Backend plugins (cuda, cpu) say which compiler and flags each file needs; this module owns the
+rest: content hashing, the object cache, parallel compiles with timeouts, linking, and trimming
+compiler output to the lines an agent can act on. An unchanged file is never compiled twice, and
+the fixed ``binding.cpp`` object is shared by every solution built with the same toolchain.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from kag.core.records import Solution
+
+MODULE_NAME = "cuda_extension"
+HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inl", ".inc")
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+SKILL_FIXED = ("binding.cpp", "binding_registry.h")
+MAX_LOG_LINES = 60
+
+
+class BuildSetupError(Exception):
+    """The toolchain cannot build this solution at all (missing compiler, CPU-only torch, ...)."""
+
+
+@attrs.define
+class BuildResult:
+    """The outcome of one build; ``module_dir`` holds ``cuda_extension*.so`` when ``ok``."""
+
+    ok: bool
+    module_dir: str | None
+    log: str
+    seconds: float
+    compiled: list[str] = attrs.field(factory=list)
+    cached: list[str] = attrs.field(factory=list)
+    failed: list[str] = attrs.field(factory=list)
+
+
+class Backend(Protocol):
+    """What build.py needs from a backend plugin (see kag/plugins/backends/)."""
+
+    name: str
+    device: str
+
+    def toolchain_id(self) -> str: ...
+
+    def source_kind(self, rel: str) -> str: ...
+
+    def compile_command(self, kind: str, source: str, obj: str) -> list[str]: ...
+
+    def link_command(self, objects: list[str], out: str, sources_text: str) -> list[str]: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# the cache and torch facts
+def cache_root(cache_dir: Path | str | None = None) -> Path:
+    """``cache_dir``, else ``$KAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/kag`` (``~/.cache/kag``)."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get("KAG_CACHE_DIR"):
+        return Path(os.environ["KAG_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kag"
+
+
+@attrs.frozen
+class TorchInfo:
+    """What compiling against the installed torch needs; cached on disk so builds skip ``import torch``."""
+
+    version: str
+    cuda: str | None
+    torch_dir: str
+    include_paths: list[str]
+    library_paths: list[str]
+    python_include: str
+    cxx11_abi: int
+    cxx_std: str
+    extra_defines: list[str]
+
+    def compile_flags(self) -> list[str]:
+        flags = [f"-std={self.cxx_std}", f"-D_GLIBCXX_USE_CXX11_ABI={self.cxx11_abi}",
+                 f"-DTORCH_EXTENSION_NAME={MODULE_NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H",
+                 *self.extra_defines]
+        flags += [f"-isystem{p}" for p in self.include_paths] + [f"-isystem{self.python_include}"]
+        return flags
+
+    def link_flags(self) -> list[str]:
+        out: list[str] = []
+        for p in self.library_paths:
+            out += [f"-L{p}", f"-Wl,-rpath,{p}"]
+        return out
+
+
+def _probe_torch() -> dict[str, Any]:
+    import torch
+    import torch.utils.cpp_extension as cpp_ext
+
+    text = Path(cpp_ext.__file__).read_text(encoding="utf-8")
+    extra: list[str] = []
+    abi_flags = getattr(cpp_ext, "_get_pybind11_abi_build_flags", None)
+    if abi_flags is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            extra = [f.replace('\\"', '"') for f in abi_flags()]
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "torch_dir": str(Path(torch.__file__).parent),
+        "include_paths": list(cpp_ext.include_paths()),
+        "library_paths": list(cpp_ext.library_paths()),
+        "python_include": sysconfig.get_paths()["include"],
+        "cxx11_abi": int(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "cxx_std": "c++20" if "-std=c++20" in text else "c++17",
+        "extra_defines": extra,
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def torch_info(cache_dir: str | None = None) -> TorchInfo:
+    """Facts about the installed torch, keyed on its location and version file."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise BuildSetupError("torch is not installed; `pip install torch` to build solutions")
+    torch_dir = Path(spec.origin).parent
+    stamp = (torch_dir / "version.py").read_bytes() if (torch_dir / "version.py").exists() else b""
+    key = hashlib.sha256(str(torch_dir).encode() + stamp + sys.version.encode()).hexdigest()[:20]
+    path = cache_root(cache_dir) / "toolchain" / f"torch-{key}.json"
+    try:
+        return TorchInfo(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    data = _probe_torch()
+    _atomic_write(path, json.dumps(data, indent=1).encode())
+    return TorchInfo(**data)
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(tool: str) -> str:
+    """``TOOL --version`` (compilers), part of every object's cache key."""
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildSetupError(f"cannot run {tool!r}: {exc}; install it or put it on PATH") from None
+    if out.returncode != 0:
+        raise BuildSetupError(f"{tool} --version failed: {out.stderr.strip()[:200]}")
+    return f"{shutil.which(tool) or tool}: {' '.join(out.stdout.split())}"
+
+
+def skill_dir() -> Path:
+    """The fixed workspace files shipped with the package."""
+    return Path(str(importlib.resources.files("kag.skill")))
+
+
+# ---------------------------------------------------------------------------------------------
+# compiler output
+_ERROR_RE = re.compile(r"(^\S[^:\s]*:\d+(:\d+)?:\s*(fatal )?error\b)|(^\S+\(\d+\): (catastrophic )?error\b)"
+                       r"|undefined reference|cannot find -l|ld returned|\berror:", re.IGNORECASE)
+_CONTEXT_RE = re.compile(r"^\s+(\d+\s*\|| *\||\S)")
+
+
+def trim_compiler_output(text: str, src_root: Path | str | None = None,
+                         max_lines: int = MAX_LOG_LINES) -> str:
+    """Keep error lines (file:line: message) and their source snippet; paths relative to the workspace."""
+    if src_root is not None:
+        text = text.replace(str(src_root).rstrip("/") + "/", "")
+    try:
+        text = text.replace(torch_info().torch_dir + "/", "<torch>/")
+    except BuildSetupError:
+        pass
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    kept: list[str] = []
+    context = 0
+    for ln in lines:
+        if _ERROR_RE.search(ln):
+            kept.append(ln)
+            context = 3
+        elif context and _CONTEXT_RE.match(ln) and "note:" not in ln and "warning" not in ln:
+            kept.append(ln)
+            context -= 1
+        else:
+            context = 0
+    return _cap(kept or lines[-max_lines:], max_lines)
+
+
+def _cap(lines: list[str], max_lines: int = MAX_LOG_LINES) -> str:
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines cut)"]
+    return "\n".join(lines)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
+    """Run a compiler; on timeout kill its whole process group (nvcc spawns cicc, ptxas)."""
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        return 127, f"{cmd[0]}: cannot run: {exc}"
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return -1, f"timed out after {timeout_s:g} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# the build
+@attrs.define
+class _Unit:
+    rel: str  # path shown to the agent, relative to the workspace
+    kind: str
+    key: str = ""
+    command: list[str] = attrs.field(factory=list)
+
+
+def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
+    """Keys are paths under kernels/ (``foo.cu``); a ``kernels/`` prefix is accepted and dropped."""
+    out: dict[str, str] = {}
+    for name, text in kernels.items():
+        rel = name[len("kernels/"):] if name.startswith("kernels/") else name
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts:
+            raise BuildSetupError(f"kernels/{rel}: a kernel file must be a relative path inside kernels/")
+        out[rel] = text
+    return out
+
+
+def _write_tree(src_root: Path, kernels: dict[str, str], fixed: dict[str, bytes]) -> None:
+    if src_root.exists():
+        shutil.rmtree(src_root)
+    (src_root / "kernels").mkdir(parents=True)
+    for name, data in fixed.items():
+        (src_root / name).write_bytes(data)
+    for rel, text in kernels.items():
+        dest = src_root / "kernels" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+
+
+def _key(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()[:32]
+
+
+def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
+                   cache_dir: Path | None = None, jobs: int | None = None,
+                   timeout_s: float = 600) -> BuildResult:
+    """Compile ``solution`` with ``backend`` into ``out_dir/cuda_extension<EXT_SUFFIX>``.
+
+    Never raises for a bad solution: compile errors, a wrong file type or a missing toolchain
+    come back as ``BuildResult(ok=False)`` with a short log.
+    """
+    start = time.perf_counter()
+    out_dir = Path(out_dir).resolve()
+    module_path = out_dir / f"{MODULE_NAME}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    for stale in out_dir.glob(f"{MODULE_NAME}*"):  # a failed build must not leave an old module
+        stale.unlink()
+    try:
+        return _build(solution, backend, out_dir, module_path, cache_root(cache_dir).resolve(),
+                      jobs or os.cpu_count() or 1, timeout_s, start)
+    except BuildSetupError as exc:
+        return BuildResult(False, None, str(exc), time.perf_counter() - start)
+
+
+def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,
+           jobs: int, timeout_s: float, start: float) -> BuildResult:
+    kernels = _normalise_kernels(solution.kernels)
+    fixed = {name: (skill_dir() / name).read_bytes() for name in SKILL_FIXED}
+    src_root = out_dir / "src"
+    _write_tree(src_root, kernels, fixed)
+    toolchain = backend.toolchain_id()
+    headers = b"".join(f"{rel}\0{kernels[rel]}\0".encode() for rel in sorted(kernels)
+                       if rel.endswith(HEADER_SUFFIXES))
+    units = [_Unit("binding.cpp", "binding")]
+    for rel in sorted(kernels):
+        if rel.endswith(SOURCE_SUFFIXES):
+            units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}")))
+    objects_dir = cache / "objects"
+    objects_dir.mkdir(parents=True, exist_ok=True)
+    for unit in units:
+        unit.command = backend.compile_command(unit.kind, unit.rel, "{obj}")
+        source = fixed["binding.cpp"] if unit.rel == "binding.cpp" else kernels[unit.rel[8:]].encode()
+        solution_headers = b"" if unit.rel == "binding.cpp" else headers
+        unit.key = _key(toolchain, unit.kind, "\0".join(unit.command), source,
+                        fixed["binding_registry.h"], solution_headers)
+
+    todo = [u for u in units if not (objects_dir / f"{u.key}.o").exists()]
+    cached = [u.rel for u in units if u not in todo]
+    failures: list[tuple[str, str]] = []
+
+    def compile_one(unit: _Unit) -> tuple[_Unit, int, str]:
+        final = objects_dir / f"{unit.key}.o"
+        tmp = objects_dir / f".{unit.key}.{os.getpid()}.{id(unit)}.o"
+        cmd = [str(tmp) if part == "{obj}" else part for part in unit.command]
+        rc, out = _run(cmd, src_root, timeout_s)
+        if rc == 0 and tmp.exists():
+            os.replace(tmp, final)
+        else:
+            tmp.unlink(missing_ok=True)
+        return unit, rc, out
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
+        for unit, rc, out in pool.map(compile_one, todo):
+            if rc == -1:
+                failures.append((unit.rel, f"{unit.rel}: error: compile {out}; simplify the file or split it"))
+            elif rc != 0:
+                failures.append((unit.rel, trim_compiler_output(out, src_root)))
+    compiled = [u.rel for u in todo]
+    if failures:
+        lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failures)
+        return BuildResult(False, None, _cap(lines.splitlines()), time.perf_counter() - start,
+                           compiled=[c for c in compiled if c not in dict(failures)], cached=cached,
+                           failed=[rel for rel, _ in failures])
+
+    objects = [str(objects_dir / f"{u.key}.o") for u in units]
+    sources_text = "\n".join(kernels.values())
+    try:
+        link_cmd = backend.link_command(["{obj%d}" % i for i in range(len(objects))], "{out}", sources_text)
+    except BuildSetupError as exc:
+        return BuildResult(False, None, str(exc), time.perf_counter() - start, compiled=compiled, cached=cached)
+    link_key = _key(toolchain, "\0".join(link_cmd), *[u.key for u in units])
+    linked = cache / "modules" / f"{link_key}{module_path.suffix}"
+    if not linked.exists():
+        tmp = linked.with_name(f".{link_key}.{os.getpid()}{module_path.suffix}")
+        linked.parent.mkdir(parents=True, exist_ok=True)
+        subst = {f"{{obj{i}}}": o for i, o in enumerate(objects)} | {"{out}": str(tmp)}
+        rc, out = _run([subst.get(p, p) for p in link_cmd], src_root, timeout_s)
+        if rc != 0:
+            tmp.unlink(missing_ok=True)
+            msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
+            return BuildResult(False, None, "link failed:\n" + msg,
+                               time.perf_counter() - start, compiled=compiled, cached=cached)
+        os.replace(tmp, linked)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp_module = module_path.with_name(f".{module_path.name}.{os.getpid()}")
+    shutil.copyfile(linked, tmp_module)
+    os.replace(tmp_module, module_path)
+    return BuildResult(True, str(out_dir), "", time.perf_counter() - start, compiled=compiled, cached=cached)

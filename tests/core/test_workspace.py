@@ -1,0 +1,145 @@
+"""Workspaces: made from real KernelBench tasks, read back as solutions, made by the CLI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from kag.core.records import Solution, Task
+from kag.core.workspace import (WorkspaceError, make_workspace, read_meta, read_solution,
+                                starter_model_new, write_solution)
+from tests.conftest import run_kag
+
+
+def task_from(path: Path) -> Task:
+    return Task(name=path.stem, source="local", code=path.read_text(), path=str(path))
+
+
+def init_signature(code: str, cls: str) -> str:
+    tree = ast.parse(code)
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    init = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return ast.unparse(init.args)
+
+
+def test_make_workspace_layout_and_protection(tmp_path: Path, kernelbench_path: Path) -> None:
+    task_file = next((kernelbench_path / "level2").glob("*.py"))
+    ws = make_workspace(task_from(task_file), tmp_path / "ws", backend="cpu")
+    for name in ("SKILL.md", "model.py", "model_new.py", "binding.cpp", "binding_registry.h",
+                 "utils/compile.sh", "utils/verification.py", "utils/profiling.py"):
+        assert (ws / name).is_file(), name
+    assert (ws / "kernels").is_dir() and not any((ws / "kernels").iterdir())
+    assert (ws / "model.py").read_text() == task_file.read_text()
+    for name in ("SKILL.md", "model.py", "binding.cpp", "binding_registry.h", "utils/compile.sh"):
+        assert not (ws / name).stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), name
+    assert (ws / "utils" / "compile.sh").stat().st_mode & stat.S_IXUSR
+    assert (ws / "model_new.py").stat().st_mode & stat.S_IWUSR
+    meta = read_meta(ws)
+    assert meta["task"] == task_file.stem and meta["backend"] == "cpu"
+    assert json.loads((ws / ".kag" / "workspace.json").read_text()) == meta
+
+
+def test_starter_keeps_init_signature(kernelbench_path: Path) -> None:
+    for task_file in sorted((kernelbench_path / "level2").glob("*.py"))[:10]:
+        code = task_file.read_text()
+        starter = starter_model_new(code)
+        compile(starter, "model_new.py", "exec")
+        assert init_signature(starter, "ModelNew") == init_signature(code, "Model"), task_file.name
+        assert "import cuda_extension" in starter and "super(Model," not in starter
+
+
+def test_make_workspace_refuses_non_empty_dir(tmp_path: Path) -> None:
+    (tmp_path / "something").write_text("x")
+    task = Task(name="t", source="local", code="class Model: pass\n")
+    with pytest.raises(WorkspaceError, match="not an empty folder"):
+        make_workspace(task, tmp_path)
+
+
+def test_read_solution_keeps_only_model_new_and_kernels(tmp_path: Path, kernelbench_path: Path) -> None:
+    ws = make_workspace(task_from(kernelbench_path / "level1" / "19_ReLU.py"), tmp_path / "ws")
+    (ws / "kernels" / "relu.cu").write_text("// kernel\n")
+    (ws / "kernels" / "sub").mkdir()
+    (ws / "kernels" / "sub" / "util.cuh").write_text("// header\n")
+    (ws / "kernels" / "blob.bin").write_bytes(b"\xff\xfe\x00\x81")
+    (ws / "notes.txt").write_text("scratch")
+    (ws / "kernels" / "__pycache__").mkdir()
+    (ws / "kernels" / "__pycache__" / "x.pyc").write_bytes(b"\x00")
+    sol = read_solution(ws)
+    assert sol.kernels == {"relu.cu": "// kernel\n", "sub/util.cuh": "// header\n"}
+    assert sol.model_new == (ws / "model_new.py").read_text()
+    assert "notes.txt" in sol.ignored_files and "kernels/blob.bin" in sol.ignored_files
+    assert "SKILL.md" in sol.ignored_files and "utils/compile.sh" in sol.ignored_files
+    assert not any(f.startswith(".kag") or "__pycache__" in f for f in sol.ignored_files)
+
+
+def test_read_solution_without_model_new(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceError, match="model_new.py not found"):
+        read_solution(tmp_path)
+
+
+def test_write_solution_round_trip_replaces_kernels(tmp_path: Path) -> None:
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "old.cu").write_text("stale")
+    sol = Solution(model_new="import cuda_extension\n", kernels={"a.cu": "A", "kernels/b_binding.cpp": "B",
+                                                                 "d/c.cuh": "C"})
+    write_solution(sol, tmp_path)
+    back = read_solution(tmp_path)
+    assert back.kernels == {"a.cu": "A", "b_binding.cpp": "B", "d/c.cuh": "C"}
+    assert back.model_new == sol.model_new
+    with pytest.raises(WorkspaceError, match="inside kernels/"):
+        write_solution(Solution(model_new="", kernels={"../../etc/x": "no"}), tmp_path)
+    assert (tmp_path / "kernels" / "a.cu").exists()  # a rejected solution leaves the old one intact
+
+
+def test_cli_workspace(tmp_path: Path, kernelbench_path: Path) -> None:
+    task_file = kernelbench_path / "level1" / "19_ReLU.py"
+    proc = run_kag("workspace", str(task_file), str(tmp_path / "ws"), "--backend", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    assert read_meta(tmp_path / "ws")["backend"] == "cpu"
+    assert "utils/compile.sh" in proc.stdout
+    again = run_kag("workspace", str(task_file), str(tmp_path / "ws"))
+    assert again.returncode == 2 and "not an empty folder" in again.stderr
+
+
+def test_cli_workspace_bad_inputs(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nclass NotModel: pass\n")
+    proc = run_kag("workspace", str(bad), str(tmp_path / "ws"))
+    assert proc.returncode == 2 and "bad.py" in proc.stderr and "missing Model" in proc.stderr
+    proc = run_kag("workspace", str(tmp_path / "nope.py"), str(tmp_path / "ws"))
+    assert proc.returncode == 2 and "not found" in proc.stderr
+    good = tmp_path / "good.py"
+    good.write_text("class Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n")
+    proc = run_kag("workspace", str(good), str(tmp_path / "ws"), "--backend", "tpu")
+    assert proc.returncode == 2 and "unknown backend 'tpu'" in proc.stderr
+    assert not (tmp_path / "ws").exists()
+
+
+def test_scripts_reach_the_evaluator_through_the_bridge(tmp_path: Path) -> None:
+    """In a sandbox ($KAG_BRIDGE set) the protected scripts send their request over the socket."""
+    import subprocess
+    import sys
+
+    from kag.core.bridge import BridgeReply, EvalBridge
+
+    task = Task(name="t", source="local", code="class Model: pass\n")
+    ws = make_workspace(task, tmp_path / "ws", backend="cpu")
+    seen: list[tuple[str, list[str]]] = []
+
+    def handler(action: str, args: list[str]) -> BridgeReply:
+        seen.append((action, args))
+        return BridgeReply(f"{action} report", 1 if action == "compile" else 0)
+
+    with EvalBridge(handler, tmp_path / "bridge") as bridge:
+        env = dict(os.environ, KAG_BRIDGE=str(bridge.socket_path), KAG_PYTHON=sys.executable)
+        runs = [["bash", "utils/compile.sh"], [sys.executable, "utils/verification.py", "--json"],
+                [sys.executable, "utils/profiling.py"]]
+        procs = [subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=60) for cmd in runs]
+    assert seen == [("compile", []), ("verify", ["--json"]), ("profile", [])]
+    assert [p.returncode for p in procs] == [1, 0, 0]
+    assert [p.stdout for p in procs] == ["compile report\n", "verify report\n", "profile report\n"]
