@@ -1,0 +1,41 @@
+"""PPO with a critic and the paper's staged start, as ``algorithm`` plugins.
+
+Stages (run with ``kag train STAGE --config FILE``): ``warmup`` (single-turn PPO), ``collect``
+(trajectories from the actor), ``rft`` (rejection fine-tuning), ``value-pretrain`` (critic on GAE
+targets), ``agentic`` (multi-turn PPO; also registered as ``ppo``). Each factory takes a
+``TrainConfig`` (and optionally the ``Plugins`` to find the environment in) and has ``run()``.
+Heavy modules (torch, transformers) load only when a stage is created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kag.core.hookspecs import hookimpl
+
+
+def _lazy(module: str, attr: str, doc: str) -> Any:
+    def factory(config: Any, plugins: Any | None = None) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(f"kag.plugins.algorithms.ppo.{module}"), attr)(config, plugins)
+
+    factory.__doc__ = doc
+    factory.__name__ = attr
+    return factory
+
+
+STAGE_FACTORIES: dict[str, Any] = {
+    "warmup": _lazy("ppo_stage", "WarmupPPO", "Single-turn PPO: one response per prompt, reward from the environment."),
+    "collect": _lazy("stages", "Collect", "Play episodes with the actor and write trajectories (JSONL)."),
+    "rft": _lazy("stages", "RejectionFineTune", "Fine-tune the actor on kept trajectories' model tokens."),
+    "value-pretrain": _lazy("stages", "ValuePretrain", "Fit the critic to GAE targets on collected trajectories."),
+    "agentic": _lazy("ppo_stage", "AgenticPPO", "Multi-turn PPO from the RFT actor and pretrained critic."),
+}
+
+
+@hookimpl
+def kag_register_algorithms(register) -> None:
+    for name, factory in STAGE_FACTORIES.items():
+        register(name, factory)
+    register("ppo", STAGE_FACTORIES["agentic"])

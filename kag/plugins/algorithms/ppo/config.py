@@ -1,0 +1,134 @@
+"""The train config: one TOML file can hold every stage.
+
+``[train]`` sets shared values; ``[train.STAGE]`` (e.g. ``[train.warmup]``) overrides them for one
+stage; ``[environments.NAME]`` holds the environment's options::
+
+    [train]
+    model = "tiny"
+    environment = "copy-digit"
+    actor_lr = 1e-3
+
+    [train.warmup]
+    output_dir = "runs/warmup"
+    steps = 40
+
+    [train.rft]
+    init_from = "runs/warmup"
+    data = "runs/collect/trajectories.jsonl"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+STAGES = ("warmup", "collect", "rft", "value-pretrain", "agentic")
+
+
+@attrs.define
+class TrainConfig:
+    stage: str = "warmup"
+    # models and data
+    model: str = "tiny"  # "tiny", a local directory or a Hugging Face id
+    init_from: str | None = None  # actor to start from: a stage's output_dir or a model directory
+    critic_from: str | None = None  # critic: a stage's output_dir, a saved critic, or a causal LM
+    data: str | None = None  # trajectories JSONL: written by collect, read by rft / value-pretrain
+    output_dir: str = "runs/train"
+    environment: str = "copy-digit"
+    env_options: dict[str, Any] = attrs.field(factory=dict)
+    # engine
+    seed: int = 0
+    device: str = "cpu"  # "cpu", "cuda", or "auto"
+    engine: str = "torch"  # "torch" or "deepspeed"
+    zero_stage: int = 2
+    bf16: bool = True  # DeepSpeed only
+    # schedule
+    steps: int = 10
+    episodes_per_step: int = 16
+    mini_batch_size: int = 16  # episodes per optimiser step
+    micro_batch_size: int = 8  # episodes per forward/backward
+    ppo_epochs: int = 1
+    actor_lr: float = 1e-6
+    critic_lr: float = 1e-5
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    critic_warmup_steps: int = 0  # PPO steps that update only the critic
+    # PPO
+    gamma: float = 1.0
+    lam: float = 0.95
+    whiten_advantages: bool = True
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    dual_clip_c: float | None = 3.0
+    value_clip: float | None = 0.2
+    loss_agg: str = "token-mean"
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0  # 0 = no reference policy
+    kl_mode: str = "loss"  # "loss" or "reward"
+    kl_type: str = "low_var_kl"  # "k1", "k3"/"low_var_kl"
+    use_tis: bool = True  # truncated IS against rollout log-probs, when present
+    tis_cap: float = 2.0
+    # rollouts
+    max_turns: int = 1
+    max_new_tokens: int = 64
+    max_context: int = 4096
+    temperature: float = 1.0
+    num_episodes: int = 64  # collect
+    # rft
+    rft_epochs: int = 1
+    rft_min_reward: float = 0.0
+    rft_max_identical_repeats: int = 3
+    rft_max_loop_period: int = 4
+    rft_min_loop_repeats: int = 3
+    rft_reject_invalid: bool = True
+    # bookkeeping
+    save_every: int = 0  # steps between checkpoints (0: only at the end)
+    resume: bool = True
+    tensorboard: bool = True
+
+    def validate(self, where: str = "train config") -> "TrainConfig":
+        def bad(msg: str) -> ValueError:
+            return ValueError(f"{where}: {msg}")
+
+        if self.stage not in STAGES:
+            raise bad(f"unknown stage {self.stage!r}; the stages are {', '.join(STAGES)}")
+        if self.loss_agg not in ("token-mean", "seq-mean-token-mean"):
+            raise bad(f"loss_agg must be token-mean or seq-mean-token-mean, got {self.loss_agg!r}")
+        if self.kl_mode not in ("loss", "reward"):
+            raise bad(f"kl_mode must be \"loss\" or \"reward\", got {self.kl_mode!r}")
+        if self.kl_type not in ("k1", "k3", "low_var_kl"):
+            raise bad(f"kl_type must be k1, k3 or low_var_kl, got {self.kl_type!r}")
+        if self.stage in ("rft", "value-pretrain") and not self.data:
+            raise bad(f"stage {self.stage} reads trajectories: set data = \"PATH.jsonl\" (written by collect)")
+        for name in ("steps", "episodes_per_step", "mini_batch_size", "micro_batch_size", "ppo_epochs", "max_turns"):
+            if getattr(self, name) < 1:
+                raise bad(f"{name} must be >= 1, got {getattr(self, name)}")
+        return self
+
+
+FIELDS = {f.name for f in attrs.fields(TrainConfig)}
+
+
+def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train config") -> TrainConfig:
+    """Merge ``[train]`` and ``[train.STAGE]`` (and ``[environments.NAME]``) into a TrainConfig."""
+    train = dict(data.get("train", {}))
+    per_stage = {k: train.pop(k) for k in list(train) if k in STAGES}
+    merged = {**train, **per_stage.get(stage, {})}
+    unknown = sorted(set(merged) - FIELDS)
+    if unknown:
+        raise ValueError(f"{where}: unknown [train] key(s) {', '.join(unknown)}; "
+                         f"valid keys: {', '.join(sorted(FIELDS - {'stage'}))}")
+    merged["stage"] = stage
+    env = merged.get("environment", attrs.fields(TrainConfig).environment.default)
+    env_table = data.get("environments", {}).get(env, {})
+    merged["env_options"] = {**env_table, **merged.get("env_options", {})}
+    return TrainConfig(**merged).validate(where)
+
+
+def load_train_config(stage: str, path: str | Path) -> TrainConfig:
+    from kag.core.config import load_config
+
+    config = load_config(path)
+    return train_config_from_dict(stage, config.data, where=str(path))

@@ -1,0 +1,160 @@
+"""Actor (HF causal LM), critic (HF backbone + scalar value head), chat rendering, and the
+per-token quantities PPO needs (log-probs, entropy, values) aligned to the predicted tokens.
+
+Alignment: for a sequence ``ids`` of length L, position i of every (B, L-1) tensor here is about
+token ``ids[i+1]``: the log-prob of choosing it, and the value of the state it was chosen in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+VALUE_HEAD_FILE = "value_head.pt"
+
+
+def quiet_transformers() -> None:
+    """No per-file progress bars from save/load: stage logs are the JSONL metrics."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def load_actor(spec: str, seed: int = 0) -> tuple[Any, Any]:
+    """(model, tokenizer) from ``tiny`` or a local path / Hugging Face id."""
+    quiet_transformers()
+    if spec == "tiny":
+        from kag.plugins.algorithms.ppo.tiny import make_tiny
+
+        return make_tiny(seed=seed)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(spec)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32), tok
+
+
+def load_tokenizer(spec: str) -> Any:
+    """The tokenizer alone (the critic-only stage needs its pad id, not the actor)."""
+    if spec == "tiny":
+        from kag.plugins.algorithms.ppo.tiny import make_tiny_tokenizer
+
+        return make_tiny_tokenizer()
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(spec)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+class ValueModel(nn.Module):
+    """A causal LM's backbone with a linear head giving one value per position."""
+
+    def __init__(self, backbone: nn.Module, hidden_size: int):
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        pos = position_ids(attention_mask)
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos)
+        return self.value_head(out.last_hidden_state.float()).squeeze(-1)
+
+    def save_pretrained(self, path: str | Path) -> None:
+        path = Path(path)
+        self.backbone.save_pretrained(path)
+        torch.save(self.value_head.state_dict(), path / VALUE_HEAD_FILE)
+
+    @property
+    def config(self) -> Any:
+        return self.backbone.config
+
+
+def critic_from_actor(actor: nn.Module) -> ValueModel:
+    """A critic initialised from the actor's backbone weights (the paper starts both from one model)."""
+    import copy
+
+    base = getattr(actor, "base_model_prefix", "model")
+    backbone = copy.deepcopy(getattr(actor, base))
+    return ValueModel(backbone, actor.config.hidden_size)
+
+
+def load_critic(path: str | Path) -> ValueModel:
+    """A critic from a directory: a saved ValueModel (value_head.pt present) or a causal LM."""
+    from transformers import AutoModel
+
+    path = Path(path)
+    backbone = AutoModel.from_pretrained(path, dtype=torch.float32)
+    critic = ValueModel(backbone, backbone.config.hidden_size)
+    head = path / VALUE_HEAD_FILE
+    if head.is_file():
+        critic.value_head.load_state_dict(torch.load(head, map_location="cpu", weights_only=True))
+    return critic
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that start at 0 on each sequence's first real token (left padding safe)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def token_logprobs(
+    actor: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+    temperature: float = 1.0, with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B, L-1) log-probs of ids[:, 1:] under the actor, and optionally the entropy there."""
+    from kag.plugins.algorithms.ppo.losses import entropy_from_logits
+
+    out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask))
+    logits = out.logits[:, :-1].float() / temperature
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    return logp, entropy
+
+
+def token_values(critic: ValueModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, L-1): V of the state in which ids[:, i+1] was chosen (hidden state at position i)."""
+    return critic(input_ids, attention_mask)[:, :-1]
+
+
+class ChatFormat:
+    """Renders messages to token ids with the tokenizer's chat template, never re-tokenising
+    what the model already produced: mid-episode only the new messages are rendered."""
+
+    def __init__(self, tokenizer: Any):
+        self.tok = tokenizer
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError("the tokenizer has no chat template; use a chat model or `model = \"tiny\"`")
+
+    def _render(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> list[int]:
+        text = self.tok.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+        return list(self.tok.encode(text, add_special_tokens=False))
+
+    def prompt_ids(self, messages: list[Any]) -> list[int]:
+        return self._render([_as_dict(m) for m in messages], add_generation_prompt=True)
+
+    def continuation_ids(self, messages: list[Any]) -> list[int]:
+        """Tokens for observation messages appended after a finished assistant turn, ending with
+        the next generation prompt (rendered after a placeholder exchange, prefix cut off)."""
+        base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+        prefix = self._render(base, add_generation_prompt=False)
+        full = self._render(base + [_as_dict(m) for m in messages], add_generation_prompt=True)
+        if full[: len(prefix)] != prefix:
+            raise ValueError("the chat template renders a conversation's prefix differently once more "
+                             "messages follow; multi-turn token ids cannot be appended safely")
+        return full[len(prefix):]
+
+
+def _as_dict(message: Any) -> dict[str, str]:
+    if isinstance(message, dict):
+        return {"role": message["role"], "content": message.get("content", "")}
+    return {"role": message.role, "content": message.content}
