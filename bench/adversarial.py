@@ -1,0 +1,86 @@
+"""Run every CUDA case of the adversarial corpus (tests/adversarial/cases.py) through the real
+evaluator on this machine's GPU and print a table: case, expected, got, ok.
+
+    python bench/adversarial.py [--only NAME,...] [--no-timing] [--cpu]
+
+Writes adversarial.json (every row plus the device) to $OUT when it is set. Exit status 1 when
+any case gets the wrong verdict. After each fault, GPU memory in use is checked to be back where it
+was (the column ``mem_mb`` is the change in this process's view of device memory in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.adversarial.cases import cases  # noqa: E402
+from tests.adversarial.conftest import guard_plugins  # noqa: E402
+from tests.adversarial.runner import describe, evaluator_ready, matches, run_case  # noqa: E402
+
+
+def used_mb() -> float | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
+    except Exception:  # noqa: BLE001 - no NVML: no memory column
+        return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma list of case names")
+    parser.add_argument("--no-timing", action="store_true", help="skip the timed phase (faster)")
+    parser.add_argument("--cpu", action="store_true", help="run the CPU twins instead")
+    parser.add_argument("--force", action="store_true", help="run even if the runtime guards are not wired")
+    args = parser.parse_args()
+    reason = evaluator_ready()
+    if reason and not args.force:
+        print(f"not running: {reason}", file=sys.stderr)
+        return 2
+    backend = "cpu" if args.cpu else "cuda"
+    only = {n for n in args.only.split(",") if n}
+    selected = [c for c in cases(backend) if not only or c.name in only]
+    plugins = guard_plugins()
+    rows = []
+    base = used_mb()
+    print(f"{'case':34s} {'expected':28s} {'ok':5s} {'s':>6s} {'mem_mb':>7s}  got")
+    for case in selected:
+        start = time.perf_counter()
+        try:
+            result = run_case(case, plugins, do_timing=not args.no_timing)
+            ok, got = matches(case, result), describe(result)
+        except Exception as exc:  # noqa: BLE001 - the evaluator itself failed: a wrong verdict
+            ok, got = False, f"evaluator raised {type(exc).__name__}: {exc}"
+        seconds = time.perf_counter() - start
+        now = used_mb()
+        delta = None if now is None or base is None else round(now - base, 1)
+        expected = case.expect + (f" ({case.detail})" if case.detail else "")
+        rows.append({"case": case.id, "expected": expected, "got": got, "ok": ok, "seconds": round(seconds, 2),
+                     "gpu_mem_delta_mb": delta, "honest": case.honest})
+        print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} {'' if delta is None else delta:>7}  "
+              f"{got[:120]}", flush=True)
+    wrong = [r for r in rows if not r["ok"]]
+    false_positives = [r for r in rows if r["honest"] and not r["ok"]]
+    print(f"\n{len(rows) - len(wrong)}/{len(rows)} verdicts right; false positives: {len(false_positives)}")
+    out = os.environ.get("OUT")
+    if out:
+        import torch
+
+        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+        Path(out, "adversarial.json").write_text(json.dumps({"device": device, "backend": backend, "rows": rows,
+                                                             "false_positives": len(false_positives)}, indent=1))
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

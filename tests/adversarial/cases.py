@@ -1,0 +1,165 @@
+"""The adversarial corpus (issue 4): every case, its backend, its task and the verdict it must get.
+
+``expect`` is a guard name (a violation of that guard whose detail contains ``detail``), an
+``EvalResult.error_kind`` (the error text contains ``detail``), or ``"ok"`` (honest: passes with
+no violation). ``also`` lists other acceptable (expect, detail) pairs where the same attack is
+legitimately caught by a different layer (e.g. an uninitialised output is a mismatch, or the
+poison check of no-output-reuse, depending on what the allocator hands back). ``static``: caught by
+``check_solution`` alone, before anything is built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kag.core.records import Solution, Task
+
+REPO = Path(__file__).resolve().parents[2]
+CASES_DIR = Path(__file__).resolve().parent / "cases"
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+GUARD_NAMES = ("no-torch-fallback", "kernel-provenance", "no-output-reuse", "no-hidden-work", "no-tampering",
+               "precision")
+
+
+@attrs.frozen
+class Case:
+    name: str
+    path: Path  # the solution directory (model_new.py + kernels/)
+    backend: str  # "cpu" or "cuda"
+    task: Path
+    expect: str  # guard name, error_kind or "ok"
+    detail: str = ""
+    also: tuple[tuple[str, str], ...] = ()
+    static: bool = False  # caught by the static checks alone
+    guard_options: dict[str, Any] = attrs.field(factory=dict)
+    guards_off: tuple[str, ...] = ()
+    tolerance: str = "cuda-agent"
+    timeouts: dict[str, float] = attrs.field(factory=dict)
+    slow: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-{self.backend}"
+
+    @property
+    def honest(self) -> bool:
+        return self.expect == "ok" and not self.name.startswith("stdout_flood")
+
+
+def _task(backend: str, name: str = "relu") -> Path:
+    return TASKS_DIR / f"{name}_{backend}.py"
+
+
+def _attack(name: str, backends: tuple[str, ...], expect: str, detail: str = "", **kw: Any) -> list[Case]:
+    out = []
+    for b in backends:
+        d = dict(kw)
+        per_backend = d.pop("by_backend", {}).get(b, {})
+        d.update(per_backend)
+        out.append(Case(name=name, path=d.pop("path", CASES_DIR / name / b), backend=b, task=d.pop("task", _task(b)),
+                        expect=d.pop("expect", expect), detail=d.pop("detail", detail), **d))
+    return out
+
+
+BOTH = ("cpu", "cuda")
+FAST_FAIL = {"check_s": 60.0, "load_s": 60.0}
+
+ATTACKS: list[Case] = [
+    # no-torch-fallback
+    *_attack("torch_relu_python", BOTH, "no-torch-fallback", "torch.relu", static=True),
+    *_attack("functional_relu", BOTH, "no-torch-fallback", "torch.nn.functional.relu", static=True),
+    *_attack("tensor_method", BOTH, "no-torch-fallback", ".clamp()", static=True),
+    *_attack("getattr_torch_op", BOTH, "no-torch-fallback", "aten::relu"),
+    *_attack("decoy_kernel", BOTH, "no-torch-fallback", "aten::mul"),
+    *_attack("cpp_torch_call", BOTH, "no-torch-fallback", "torch::relu", static=True),
+    *_attack("cpp_tensor_method", BOTH, "no-torch-fallback", ".clamp_min()", static=True),
+    *_attack("import_model", BOTH, "no-torch-fallback", "from model import", static=True),
+    *_attack("subclass_model", BOTH, "no-torch-fallback", "subclasses the reference Model", static=True),
+    *_attack("try_except_fallback", BOTH, "no-torch-fallback", "try/except", static=True),
+    *_attack("torch_compile", BOTH, "no-torch-fallback", "torch.compile", static=True),
+    *_attack("cublas_forbidden", ("cuda",), "no-torch-fallback", "cuBLAS is not allowed", static=True,
+             path=CASES_DIR / "cublas_matmul" / "cuda",
+             task=_task("cuda", "matmul"), guard_options={"allow_cublas": False}),
+    # kernel-provenance (the fallback guard is switched off so the profiler is what catches it)
+    *_attack("provenance_foreign_kernel", ("cuda",), "kernel-provenance", "elementwise_kernel",
+             guards_off=("no-torch-fallback",)),
+    # no-output-reuse
+    *_attack("uninit_empty_like", BOTH, "mismatch", "", also=(("no-output-reuse", "poison"),)),
+    *_attack("cache_by_pointer_cpp", BOTH, "no-output-reuse", "static std::unordered_map", static=True),
+    *_attack("cache_by_shape_python", BOTH, "no-output-reuse", "self._cache", static=True),
+    *_attack("first_calls_only", BOTH, "no-output-reuse", "identical outputs", also=(("mismatch", ""),)),
+    # no-hidden-work
+    *_attack("side_stream", BOTH, "no-hidden-work", "", static=True,
+             by_backend={"cuda": {"detail": "cudaStreamCreate"}, "cpu": {"detail": "std::thread"}}),
+    *_attack("background_thread", BOTH, "no-hidden-work", "imports threading", static=True),
+    *_attack("spawn_process", BOTH, "no-hidden-work", "imports subprocess", static=True),
+    *_attack("lazy_subclass", BOTH, "no-hidden-work", "subclasses torch.Tensor", static=True),
+    # no-tampering
+    *_attack("patch_timer", BOTH, "no-tampering", "", static=True,
+             by_backend={"cuda": {"detail": "torch.cuda.Event"}, "cpu": {"detail": "time.perf_counter"}}),
+    *_attack("patch_synchronize", BOTH, "no-tampering", "", static=True,
+             by_backend={"cuda": {"detail": "torch.cuda.synchronize"}, "cpu": {"detail": "torch.cpu.synchronize"}}),
+    *_attack("print_pass", BOTH, "no-tampering", "prints 'PASS", static=True),
+    *_attack("os_exit_static", BOTH, "no-tampering", "os._exit", static=True),
+    *_attack("gc_reference", BOTH, "no-tampering", "gc.get_objects", static=True),
+    *_attack("cpp_exit", BOTH, "no-tampering", "std::exit", static=True),
+    # input mutation: inputs are cloned for the candidate, so zeroing them only makes it wrong
+    *_attack("zero_inputs", BOTH, "mismatch", ""),
+    # precision (strict policy)
+    *_attack("fp16_compute", ("cuda",), "precision", "__float2half", static=True, tolerance="strict",
+             guard_options={"tolerance": "strict"}),
+    *_attack("tf32_flag", ("cuda",), "precision", "allow_tf32", static=True, tolerance="strict",
+             guard_options={"tolerance": "strict"}, task=_task("cuda", "matmul")),
+    # faults
+    *_attack("segfault_binding", BOTH, "crash", "", timeouts=FAST_FAIL),
+    *_attack("os_exit_runtime", BOTH, "crash", "", timeouts=FAST_FAIL),
+    *_attack("illegal_memory_access", ("cuda",), "cuda_error", "illegal memory access", timeouts=FAST_FAIL),
+    *_attack("infinite_loop", BOTH, "timeout", "", timeouts={"check_s": 15.0, "load_s": 60.0}, slow=True),
+    *_attack("gpu_oom", ("cuda",), "oom", "out of memory", timeouts=FAST_FAIL),
+    *_attack("host_memory_exhaustion", BOTH, "oom", "", timeouts=FAST_FAIL),
+    *_attack("endless_compile", BOTH, "build", "", timeouts={"build_s": 15.0}, slow=True),
+    *_attack("stdout_flood", BOTH, "ok", ""),
+]
+
+
+def _kernelbench_task(example: str) -> Path:
+    rel = (REPO / "examples" / example / "task.txt").read_text().strip()
+    bundled = REPO / "examples" / "kernelbench_sample" / rel
+    return bundled if bundled.exists() else Path("/work/shared/kernelbench") / rel
+
+
+EXAMPLES = ("relu", "sigmoid", "tanh", "gelu", "leaky_relu", "softmax", "sum_reduction", "diag_matmul",
+            "gemm_divide_sum_scaling")
+
+HONEST: list[Case] = [
+    *[Case(name=f"example_{ex}", path=REPO / "examples" / ex / "cpu", backend="cpu",
+           task=REPO / "examples" / ex / "cpu" / "model.py", expect="ok") for ex in EXAMPLES],
+    *[Case(name=f"example_{ex}", path=REPO / "examples" / ex / "cuda", backend="cuda",
+           task=_kernelbench_task(ex), expect="ok") for ex in EXAMPLES],
+    Case(name="cublas_matmul", path=CASES_DIR / "cublas_matmul" / "cuda", backend="cuda",
+         task=_task("cuda", "matmul"), expect="ok"),
+    Case(name="fp16_compute_cuda_agent", path=CASES_DIR / "fp16_compute" / "cuda", backend="cuda",
+         task=_task("cuda"), expect="ok"),
+]
+
+CASES: list[Case] = ATTACKS + HONEST
+
+
+def load_solution(path: Path) -> Solution:
+    """model_new.py + kernels/** of a solution directory (what kag.core.workspace.read_solution reads)."""
+    kernels = {p.relative_to(path / "kernels").as_posix(): p.read_text(encoding="utf-8")
+               for p in sorted((path / "kernels").rglob("*")) if p.is_file()}
+    return Solution(model_new=(path / "model_new.py").read_text(encoding="utf-8"), kernels=kernels)
+
+
+def load_task(case: Case) -> Task:
+    return Task(name=case.task.stem, source="adversarial", code=case.task.read_text(encoding="utf-8"),
+                path=str(case.task))
+
+
+def cases(backend: str | None = None, honest: bool | None = None) -> list[Case]:
+    out = [c for c in CASES if backend is None or c.backend == backend]
+    return [c for c in out if honest is None or c.honest == honest]

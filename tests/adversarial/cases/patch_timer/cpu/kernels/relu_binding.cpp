@@ -1,0 +1,16 @@
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include "binding_registry.h"
+
+extern "C" void relu_cpu(const float* x, float* y, int64_t n);
+
+static torch::Tensor relu_forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "relu: bad input");
+  torch::Tensor y = torch::empty_like(x);
+  relu_cpu(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+
+static void relu_bind(pybind11::module& m) { m.def("relu_forward", &relu_forward); }
+
+REGISTER_BINDING(relu, relu_bind);

@@ -1,0 +1,18 @@
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include <c10/cuda/CUDAStream.h>
+#include "binding_registry.h"
+
+extern "C" cudaError_t relu_launch(const float* x, float* y, int64_t n, cudaStream_t stream);
+
+static torch::Tensor relu_forward(const torch::Tensor& x) {
+  torch::Tensor y = torch::empty_like(x);
+  static cudaStream_t side = nullptr;
+  if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  relu_launch(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), side);
+  return y;
+}
+
+static void relu_bind(pybind11::module& m) { m.def("relu_forward", &relu_forward); }
+
+REGISTER_BINDING(relu, relu_bind);

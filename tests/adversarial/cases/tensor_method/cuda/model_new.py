@@ -1,0 +1,13 @@
+"""Attack: a Tensor method computes the output."""
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clamp(min=0.0)
