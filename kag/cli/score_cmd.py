@@ -1,0 +1,191 @@
+"""``kag score`` (build + guards + correctness + timing + reward), ``kag verify`` and ``kag profile``.
+
+``--task`` takes a task file (``model.py``) or a dataset id such as ``kernelbench:level1/19``;
+``--solution`` a workspace or solution folder (``model_new.py`` + ``kernels/``). ``--workspace DIR``
+is short for ``--task DIR/model.py --solution DIR`` (what the skill scripts pass). Exit status 0
+when the evaluation ran, whatever the verdict; 2 on bad usage or input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from kag.cli.common import make_plugins, open_dataset, plugin_options, user_errors
+from kag.core.tasks import TaskError
+
+_DATASET_ID = re.compile(r"^(?P<dataset>[\w.-]+):(?:level)?(?P<level>\d+)/(?P<pid>\d+)(?:_\S*)?$")
+
+
+def resolve_task(spec: str, plugins: Any, config: Any) -> Any:
+    """A task file path or ``DATASET:levelN/ID`` -> Task."""
+    from kag.core.records import Task
+    from kag.core.tasks import check_task_code
+
+    path = Path(spec).expanduser()
+    if path.is_file():
+        code = path.read_text(encoding="utf-8")
+        check_task_code(code, str(path), execute=False)
+        return Task(name=path.stem if path.stem != "model" else path.parent.name or path.stem,
+                    source="file", code=code, path=str(path))
+    match = _DATASET_ID.match(spec)
+    if not match:
+        raise TaskError(f"--task {spec!r}: no such file, and not a dataset id; pass a task .py file or an id "
+                        f"like kernelbench:level1/19")
+    loaded = open_dataset(plugins, config, match["dataset"], level=match["level"], ids=match["pid"]).load()
+    if not loaded.tasks:
+        why = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped) or "no task with that level and id"
+        raise TaskError(f"--task {spec!r}: {why}")
+    return loaded.tasks[0]
+
+
+def read_solution_dir(path: Path) -> Any:
+    """A workspace/solution folder -> Solution (kag.core.workspace when present)."""
+    if not path.is_dir():
+        raise TaskError(f"--solution {path}: not a directory; pass the folder holding model_new.py and kernels/")
+    if not (path / "model_new.py").is_file():
+        raise TaskError(f"{path}: no model_new.py; a solution is model_new.py plus kernels/")
+    try:
+        from kag.core.workspace import read_solution
+    except ImportError:
+        return _read_solution_fallback(path)
+    return read_solution(path)
+
+
+def _read_solution_fallback(path: Path) -> Any:
+    from kag.core.records import Solution
+
+    kernels = {}
+    ignored = []
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        if rel == "model_new.py":
+            continue
+        if rel.startswith("kernels/") and "__pycache__" not in rel:
+            kernels[rel[len("kernels/"):]] = f.read_text(encoding="utf-8", errors="replace")
+        else:
+            ignored.append(rel)
+    return Solution(model_new=(path / "model_new.py").read_text(encoding="utf-8"), kernels=kernels,
+                    ignored_files=ignored)
+
+
+def pick_backend(name: str) -> str:
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    """The EvalResult as JSON with the documented keys always present."""
+    from kag.core.records import to_dict
+
+    data = to_dict(result)
+    times = data.get("times_ms") or {}
+    data["times_ms"] = {k: times.get(k) for k in ("candidate", "eager", "compile")} | times
+    return data
+
+
+def print_report(result: Any, echo: Callable[[str], None] = click.echo) -> None:
+    """A short human-readable report an agent can act on."""
+    verdict = "PASS" if result.ok else "FAIL"
+    echo(f"task {result.task} [{result.backend} on {result.device.get('name', '?')}]: {verdict}")
+    echo(f"  compiled: {result.compiled}   correct: {result.correct}")
+    for v in result.violations:
+        echo(f"  violation [{v.guard}]: {v.detail}")
+    if result.error:
+        echo(f"  error ({result.error_kind}): {result.error}")
+    for name in ("candidate", "eager", "compile"):
+        stats = result.timing.get(name)
+        if stats is not None:
+            cached = result.metadata.get("baseline_cache", {}).get(name)
+            note = f"  (cached)" if cached == "hit" else ""
+            echo(f"  {name:>9}: {stats.median_ms:.4f} ms median (IQR {stats.iqr_ms:.4f}, n={stats.n}){note}")
+    if result.speedup_vs_eager is not None:
+        echo(f"  speedup vs eager: {result.speedup_vs_eager:.3f}x")
+    if result.speedup_vs_compile is not None:
+        echo(f"  speedup vs compile: {result.speedup_vs_compile:.3f}x  (target: > 1.05x)")
+    if result.peak_memory_mb is not None:
+        echo(f"  peak memory: {result.peak_memory_mb:.1f} MB")
+    if result.reward is not None:
+        echo(f"  reward ({result.reward.name}): {result.reward.value:g}")
+
+
+def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--task", "task_spec", metavar="FILE_OR_ID", help="Task file or id, e.g. kernelbench:level1/19."),
+        click.option("--solution", "solution_dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="Folder with model_new.py and kernels/."),
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
+                     help="A workspace: task = DIR/model.py, solution = DIR."),
+        click.option("--backend", type=click.Choice(["cuda", "cpu", "auto"]), default="auto", show_default=True),
+        click.option("--tolerance", help="Tolerance policy (cuda-agent, strict); default: the selected plugin."),
+        click.option("--compile-mode", default="default", show_default=True,
+                     type=click.Choice(["default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"])),
+        click.option("--num-checks", type=click.IntRange(1), default=5, show_default=True),
+        click.option("--num-timed", type=click.IntRange(1), default=100, show_default=True),
+        click.option("--warmup", type=click.IntRange(0), default=10, show_default=True),
+        click.option("--no-baseline-cache", is_flag=True, help="Re-time the baselines instead of using the cache."),
+        click.option("--seed", type=int, help="Fix the input seed (default: secret and random)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object."),
+    ]
+    for opt in reversed(options):
+        command = opt(command)
+    return plugin_options(command)
+
+
+def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
+         tolerance: str | None, compile_mode: str, num_checks: int, num_timed: int, warmup: int,
+         no_baseline_cache: bool, seed: int | None, as_json: bool, plugin_pairs: tuple[str, ...],
+         config_path: str | None) -> None:
+    from kag.core.evaluate import EvalOptions, evaluate
+
+    if workspace is not None:
+        task_spec = task_spec or str(workspace / "model.py")
+        solution_dir = solution_dir or workspace
+    if not task_spec or solution_dir is None:
+        raise click.UsageError("pass --task and --solution, or --workspace DIR")
+    plugins, config = make_plugins(plugin_pairs, config_path)
+    task = resolve_task(task_spec, plugins, config)
+    solution = read_solution_dir(solution_dir)
+    if tolerance:
+        plugins.entry("tolerance", tolerance)
+    options = EvalOptions(
+        backend=pick_backend(backend), tolerance=tolerance, compile_mode=compile_mode, num_checks=num_checks,
+        num_timed=num_timed, warmup=warmup, use_baseline_cache=not no_baseline_cache, seed=seed,
+        do_correctness=mode in ("score", "verify"), do_timing=mode in ("score", "profile"),
+    )
+    result = evaluate(task, solution, options, plugins)
+    if as_json:
+        click.echo(json.dumps(result_json(result), indent=2))
+    else:
+        print_report(result)
+
+
+@click.command()
+@_eval_options
+@user_errors
+def score(**kwargs: Any) -> None:
+    """Build, guard, check and time a solution, and compute its reward."""
+    _run("score", **kwargs)
+
+
+@click.command()
+@_eval_options
+@user_errors
+def verify(**kwargs: Any) -> None:
+    """Build, guard and check a solution (no timing)."""
+    _run("verify", **kwargs)
+
+
+@click.command()
+@_eval_options
+@user_errors
+def profile(**kwargs: Any) -> None:
+    """Time a solution against eager and torch.compile (no correctness checks)."""
+    _run("profile", **kwargs)

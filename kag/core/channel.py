@@ -1,0 +1,140 @@
+"""The judge <-> candidate channel and the candidate's bounded output capture.
+
+Messages are pickled with torch's multiprocessing reductions, so tensors travel as CUDA IPC
+handles or shared memory instead of copies. What the candidate sends is unpickled by the judge
+with an allow-list: plain containers, numbers, strings, and tensors whose class is exactly
+``torch.Tensor``. A tensor subclass, a custom object or anything that would import the
+candidate's code in the judge is refused, so the trusted side never runs untrusted code.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import select
+import tempfile
+import threading
+from collections import deque
+from typing import Any
+
+MAX_MESSAGE_BYTES = 256 << 20
+OUTPUT_TAIL_BYTES = 64 << 10
+
+_REDUCTIONS = "torch.multiprocessing.reductions"
+_ALLOWED: set[tuple[str, str]] = {
+    (_REDUCTIONS, name)
+    for name in ("rebuild_tensor", "rebuild_cuda_tensor", "rebuild_typed_storage", "rebuild_storage_fd",
+                 "rebuild_storage_filename", "rebuild_storage_empty", "rebuild_typed_storage_child")
+} | {
+    ("torch.storage", "UntypedStorage"), ("torch.storage", "TypedStorage"),
+    ("torch", "UntypedStorage"), ("torch", "TypedStorage"), ("torch", "Size"), ("torch", "Tensor"),
+    ("torch", "device"), ("multiprocessing.resource_sharer", "DupFd"), ("collections", "OrderedDict"),
+    ("builtins", "complex"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
+}
+
+
+class RefusedObject(Exception):
+    """The candidate sent something that is not plain data or an exact ``torch.Tensor``."""
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED or (module == "torch" and _is_dtype(name)):
+            return super().find_class(module, name)
+        raise RefusedObject(
+            f"the candidate sent a {module}.{name} object; outputs must be plain torch.Tensor "
+            f"(no subclasses, no custom classes) or tuples/lists/dicts of them"
+        )
+
+
+def _is_dtype(name: str) -> bool:
+    import torch
+
+    return isinstance(getattr(torch, name, None), torch.dtype)
+
+
+def restricted_loads(data: bytes) -> Any:
+    """Unpickle a candidate's message without ever importing or calling the candidate's code."""
+    import torch.multiprocessing  # noqa: F401 - registers the tensor reductions
+
+    return _RestrictedUnpickler(io.BytesIO(data)).load()
+
+
+def dumps(obj: Any) -> bytes:
+    """Pickle with torch's reductions: tensors go as shared memory / CUDA IPC handles."""
+    import torch.multiprocessing  # noqa: F401
+    from multiprocessing.reduction import ForkingPickler
+
+    return bytes(ForkingPickler.dumps(obj))
+
+
+class OutputCapture:
+    """A FIFO the candidate's stdout/stderr go to; a thread keeps only the last 64 KB.
+
+    Draining continuously means a solution printing megabytes neither blocks nor fills a disk,
+    and nothing it prints is ever parsed for a verdict.
+    """
+
+    def __init__(self, limit: int = OUTPUT_TAIL_BYTES):
+        self.dir = tempfile.mkdtemp(prefix="kag-out-")
+        self.path = os.path.join(self.dir, "output.fifo")
+        os.mkfifo(self.path, 0o600)
+        # O_RDWR keeps a writer open on our side, so reads never see EOF before the candidate opens it.
+        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+        self.limit = limit
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="kag-output-capture", daemon=True)
+        self._thread.start()
+
+    def _read_available(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            self.total += len(chunk)
+            while self.size - len(self.chunks[0]) >= self.limit:
+                self.size -= len(self.chunks.popleft())
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                self._read_available()
+
+    def close(self) -> str:
+        """Stop draining and return the tail (the text, with a note if it was truncated)."""
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._read_available()
+        os.close(self.fd)
+        try:
+            os.unlink(self.path)
+            os.rmdir(self.dir)
+        except OSError:
+            pass
+        data = b"".join(self.chunks)[-self.limit:]
+        text = data.decode("utf-8", errors="replace")
+        if self.total > len(data):
+            text = f"[... {self.total - len(data)} earlier bytes dropped ...]\n" + text
+        return text
+
+
+def redirect_output(fifo_path: str | None) -> None:
+    """In the candidate: send fd 1 and 2 (and anything its children inherit) to the FIFO."""
+    if not fifo_path:
+        return
+    fd = os.open(fifo_path, os.O_WRONLY)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)

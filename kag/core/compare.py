@@ -1,0 +1,167 @@
+"""Comparing a candidate's outputs with the reference's, in the judge.
+
+Exact container and tensor types, shape, dtype, device, then values under the tolerance policy:
+NaN where the reference has none (or the reverse) fails, infinities must match, and an output
+that is (near) constant where the reference varies fails even if every element is within
+tolerance (all-zeros passing a loose atol is a classic hack). Large tensors are compared in
+chunks so a 6.4 GB output does not need several 6.4 GB temporaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+
+CHUNK_ELEMENTS = 1 << 25
+
+# tolerance lookup: dtype -> (atol, rtol)
+ToleranceFn = Callable[[Any], tuple[float, float]]
+
+
+@attrs.define
+class Mismatch:
+    """The first difference found: where (path, index) and how big."""
+
+    path: str
+    message: str
+    index: tuple[int, ...] | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def compare_outputs(ref: Any, out: Any, tolerance: ToleranceFn, path: str = "output") -> Mismatch | None:
+    """None when ``out`` matches ``ref``; else the first mismatch (depth first)."""
+    import torch
+
+    if type(out) is not type(ref):
+        return Mismatch(path, f"type {_type_name(out)}, expected {_type_name(ref)} (types must match exactly)")
+    if isinstance(ref, torch.Tensor):
+        return _compare_tensor(ref, out, tolerance, path)
+    if isinstance(ref, (tuple, list)):
+        if len(out) != len(ref):
+            return Mismatch(path, f"{len(out)} items, expected {len(ref)}")
+        for i, (r, o) in enumerate(zip(ref, out)):
+            found = compare_outputs(r, o, tolerance, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(ref, dict):
+        if set(out) != set(ref):
+            return Mismatch(path, f"keys {sorted(map(str, out))}, expected {sorted(map(str, ref))}")
+        for key in ref:
+            found = compare_outputs(ref[key], out[key], tolerance, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(ref, float):
+        atol, rtol = tolerance(torch.float32)
+        if ref != ref and out != out:
+            return None
+        if not abs(out - ref) <= atol + rtol * abs(ref) and out != ref:
+            return Mismatch(path, f"got {out!r}, expected {ref!r}")
+        return None
+    if out != ref:
+        return Mismatch(path, f"got {out!r}, expected {ref!r}")
+    return None
+
+
+def _type_name(x: Any) -> str:
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _compare_tensor(ref: Any, out: Any, tolerance: ToleranceFn, path: str) -> Mismatch | None:
+    import torch
+
+    if type(out) is not torch.Tensor:
+        return Mismatch(path, f"type {_type_name(out)}, expected torch.Tensor exactly")
+    if out.shape != ref.shape:
+        return Mismatch(path, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return Mismatch(path, f"dtype {out.dtype}, expected {ref.dtype}")
+    if out.device.type != ref.device.type:
+        return Mismatch(path, f"device {out.device}, expected {ref.device}")
+    if out.layout != ref.layout or ref.layout != torch.strided:
+        return Mismatch(path, f"layout {out.layout}, expected {ref.layout} (only dense tensors are compared)")
+    if ref.numel() == 0:
+        return None
+    r = ref.detach().reshape(-1)
+    o = out.detach().reshape(-1)
+    if ref.is_complex():
+        r, o = torch.view_as_real(r).reshape(-1), torch.view_as_real(o).reshape(-1)
+    exact = not (r.is_floating_point())
+    atol, rtol = (0.0, 0.0) if exact else tolerance(ref.dtype)
+    first_bad: int | None = None
+    bad_count = 0
+    max_abs = 0.0
+    max_rel = 0.0
+    for start in range(0, r.numel(), CHUNK_ELEMENTS):
+        rc = r[start:start + CHUNK_ELEMENTS]
+        oc = o[start:start + CHUNK_ELEMENTS]
+        if exact:
+            bad = rc != oc
+        else:
+            rc, oc = rc.double(), oc.double()
+            diff = (oc - rc).abs()
+            same = (oc == rc) | (torch.isnan(oc) & torch.isnan(rc))
+            close = (diff <= atol + rtol * rc.abs()) & torch.isfinite(diff)
+            bad = ~(same | close)
+            finite = torch.isfinite(diff) & ~same
+            if bool(finite.any()):
+                d = torch.where(finite, diff, torch.zeros_like(diff))
+                max_abs = max(max_abs, float(d.max()))
+                rel = d / rc.abs().clamp_min(1e-12)
+                max_rel = max(max_rel, float(torch.where(finite, rel, torch.zeros_like(rel)).max()))
+        n_bad = int(bad.sum())
+        if n_bad and first_bad is None:
+            first_bad = start + int(torch.nonzero(bad)[0, 0])
+        bad_count += n_bad
+    if first_bad is not None:
+        index = _unravel(first_bad, tuple(ref.shape) + ((2,) if ref.is_complex() else ()))
+        got, want = o[first_bad].item(), r[first_bad].item()
+        tol = "exact match required" if exact else f"atol={atol:g} rtol={rtol:g}"
+        return Mismatch(
+            path,
+            f"mismatch at index {list(index)}: got {got!r}, expected {want!r}; {bad_count} of "
+            f"{r.numel()} elements outside tolerance ({tol}); max abs error {max_abs:.4g}, "
+            f"max rel error {max_rel:.4g}",
+            index=index, max_abs_error=max_abs, max_rel_error=max_rel,
+        )
+    if not exact:
+        return _constant_check(r, o, atol, path)
+    return None
+
+
+def _constant_check(r: Any, o: Any, atol: float, path: str) -> Mismatch | None:
+    """Reject an output that barely varies where the reference clearly does."""
+    import torch
+
+    def spread(x: Any) -> float:
+        x = x[torch.isfinite(x)] if not bool(torch.isfinite(x).all()) else x
+        if x.numel() < 2:
+            return 0.0
+        lo, hi = torch.aminmax(x)
+        return float(hi.double() - lo.double())
+
+    if r.numel() < 2:
+        return None
+    ref_spread = spread(r)
+    if ref_spread <= 0.1 * atol:
+        return None
+    out_spread = spread(o)
+    if out_spread <= 1e-3 * ref_spread:
+        return Mismatch(path, f"output is (near) constant (spread {out_spread:.3g}) while the reference's "
+                              f"values spread over {ref_spread:.3g}; compute the real result")
+    return None
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for dim in reversed(shape):
+        index.append(flat % dim if dim else 0)
+        flat = flat // dim if dim else 0
+    return tuple(reversed(index))

@@ -1,0 +1,267 @@
+"""Trusted evaluation of one solution for one task: guards -> build -> judge -> reward.
+
+This process (``kag score`` or a pool worker) orchestrates and never imports the solution. The
+judge (``kag.core.judge``) is a spawned process that times the baselines, then spawns a fresh
+candidate process, checks it on secret inputs and times it; both are killed when the evaluation
+ends, so a crash, hang or CUDA error in one evaluation cannot affect the next. The verdict is an
+``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash, cuda_error,
+oom, mismatch or exception.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kag.core.plugins import Plugins
+from kag.core.records import EvalResult, RewardValue, Solution, Task, TimingStats, Violation, from_dict
+
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "mismatch", "exception")
+INIT_SEED = 42  # weights are not secret: the candidate receives them anyway
+_ENV_LOCK = threading.Lock()
+
+
+@attrs.define
+class Timeouts:
+    """Wall-clock limits in seconds per phase."""
+
+    build_s: float = 600.0
+    baseline_s: float = 900.0
+    load_s: float = 120.0
+    check_s: float = 120.0
+    timing_s: float = 600.0
+
+
+@attrs.define
+class EvalOptions:
+    backend: str = "cuda"
+    tolerance: str | None = None  # None: the selected tolerance plugin (default cuda-agent)
+    reward: str | None = None  # None: the selected reward plugin (default milestone)
+    baselines: tuple[str, ...] = ("eager", "compile")
+    compile_mode: str = "default"
+    num_checks: int = 5
+    num_timed: int = 100
+    warmup: int = 10
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+    guards: tuple[str, ...] | None = None  # None: every selected guard plugin
+    do_timing: bool = True
+    do_correctness: bool = True
+    cache_dir: str | None = None
+    use_baseline_cache: bool = True
+    seed: int | None = None  # None: a secret random seed per evaluation
+
+
+def backend_device(backend: str, plugins: Plugins | None = None) -> str:
+    """The torch device a backend runs on ("cuda" or "cpu")."""
+    if plugins is not None and backend in plugins.registry.get("backend", {}):
+        factory = plugins.entry("backend", backend).factory
+        device = getattr(factory, "device", None)
+        if isinstance(device, str):
+            return device
+    return "cpu" if backend == "cpu" else "cuda"
+
+
+def static_violations(task: Task, solution: Solution, plugins: Plugins,
+                      names: tuple[str, ...] | None) -> tuple[list[Violation], list[str]]:
+    """Run every selected guard's ``check_solution``; return violations and runtime guard names."""
+    chosen = plugins.selected_all("guard") if names is None else names
+    found: list[Violation] = []
+    runtime: list[str] = []
+    for name in chosen:
+        guard = plugins.create("guard", name)
+        check = getattr(guard, "check_solution", None)
+        if callable(check):
+            for v in check(solution, task) or []:
+                found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
+        if callable(getattr(guard, "runtime", None)):
+            runtime.append(name)
+    return found, runtime
+
+
+def needs_build(solution: Solution) -> bool:
+    return bool(solution.kernels) or "cuda_extension" in solution.model_new
+
+
+def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOptions) -> tuple[bool, str | None, str, list[str]]:
+    """(ok, module_dir, log, notes) from kag.core.build with the backend plugin."""
+    from kag.core.build import build_solution
+
+    backend = plugins.create("backend", options.backend)
+    res = build_solution(solution, backend, out_dir, cache_dir=Path(options.cache_dir) if options.cache_dir else None,
+                         timeout_s=options.timeouts.build_s)
+    notes = []
+    if getattr(res, "cached", None):
+        notes.append(f"build cache hits: {len(res.cached)}")
+    return bool(res.ok), res.module_dir, res.log or "", notes
+
+
+def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str, model_new_path: str,
+                module_dir: str | None, runtime_guards: list[str]) -> dict[str, Any]:
+    tolerance = options.tolerance or plugins.selected("tolerance")
+    plugins.entry("tolerance", tolerance)
+    baselines = []
+    for name in options.baselines:
+        plugins.entry("baseline", name)
+        baselines.append((name, options.compile_mode if name == "compile" else "default"))
+    return {
+        "task_code": task.code, "task_path": task.path or f"<task {task.name}>", "task_hash": task.code_hash,
+        "device": device, "backend": options.backend, "model_new_path": model_new_path,
+        "module_dir": module_dir, "tolerance": tolerance, "baselines": baselines,
+        "num_checks": options.num_checks, "num_timed": options.num_timed, "warmup": options.warmup,
+        "seed": options.seed, "init_seed": INIT_SEED, "do_correctness": options.do_correctness,
+        "do_timing": options.do_timing, "timeouts": attrs.asdict(options.timeouts),
+        "cache_dir": options.cache_dir, "use_baseline_cache": options.use_baseline_cache,
+        "runtime_guards": runtime_guards, "plugin_selection": plugins.names_selected(),
+    }
+
+
+def run_judge(spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
+    """Spawn the judge, wait for its report under an overall deadline, kill what is left."""
+    import signal
+
+    import torch.multiprocessing as tmp
+
+    from kag.core.candidate import spawn_process
+    from kag.core.judge import judge_main
+
+    t = spec["timeouts"]
+    budget = (t["baseline_s"] * max(1, len(spec["baselines"])) + 2 * t["load_s"]
+              + spec["num_checks"] * t["check_s"] + t["timing_s"] + 120.0)
+    parent, child = tmp.get_context("spawn").Pipe(duplex=False)
+    with _ENV_LOCK:  # the spawned judge (and its candidate) inherit the environment at start()
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible_devices is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
+        try:
+            proc = spawn_process(judge_main, (child, spec), "kag-judge")
+        finally:
+            if visible_devices is not None:
+                if saved is None:
+                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = saved
+    child.close()
+    candidate_pid: int | None = None
+    report: dict[str, Any] | None = None
+    deadline = time.monotonic() + budget
+    try:
+        while report is None:
+            if parent.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                try:
+                    msg = parent.recv()
+                except (EOFError, OSError):
+                    break
+                if msg[0] == "candidate":
+                    candidate_pid = msg[1]
+                elif msg[0] == "result":
+                    report = msg[1]
+            elif not proc.is_alive() and not parent.poll(0):
+                break
+            elif time.monotonic() > deadline:
+                report = {"error_kind": "timeout", "judge_error": True,
+                          "error": f"the evaluation did not finish within {budget:.0f} s and was killed"}
+    finally:
+        if candidate_pid is not None:
+            try:
+                os.killpg(candidate_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        proc.join(timeout=15)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
+        parent.close()
+    if report is None:
+        report = {"error_kind": "exception", "judge_error": True,
+                  "error": f"the judge process ended without a report (exit status {proc.exitcode})"}
+    return report
+
+
+def _merge(result: EvalResult, report: dict[str, Any]) -> None:
+    result.correct = bool(report.get("correct", False))
+    if report.get("error"):
+        result.error, result.error_kind = report["error"], report.get("error_kind") or "exception"
+    result.violations += [Violation(guard=str(v.get("guard")), detail=str(v.get("detail")))
+                          for v in report.get("violations", [])]
+    if result.violations and not result.error:
+        result.error_kind = "guard"
+        result.error = "; ".join(f"{v.guard}: {v.detail}" for v in result.violations)
+    result.times_ms.update(report.get("times_ms", {}))
+    result.timing.update({k: from_dict(TimingStats, v) for k, v in report.get("timing", {}).items()})
+    result.device = report.get("device", {})
+    result.peak_memory_mb = report.get("peak_memory_mb")
+    result.durations_s.update(report.get("durations_s", {}))
+    for key in ("baseline_cache", "notes", "candidate_output", "judge_error"):
+        if report.get(key):
+            result.metadata[key] = report[key]
+
+
+def speedups(result: EvalResult) -> None:
+    t = result.times_ms.get("candidate")
+    if t and t > 0:
+        if result.times_ms.get("eager"):
+            result.speedup_vs_eager = result.times_ms["eager"] / t
+        if result.times_ms.get("compile"):
+            result.speedup_vs_compile = result.times_ms["compile"] / t
+
+
+def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
+             plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
+    """The verdict on ``solution`` for ``task``; never raises for anything the solution does."""
+    import tempfile
+
+    from kag.core.gpu_pool import default_pool
+
+    options = options or EvalOptions()
+    plugins = plugins or Plugins()
+    start = time.perf_counter()
+    result = EvalResult(task=task.name, backend=options.backend)
+    device = backend_device(options.backend, plugins)
+    if solution.ignored_files:
+        result.metadata["ignored_files"] = list(solution.ignored_files)
+    violations, runtime_guards = static_violations(task, solution, plugins, options.guards)
+    if violations:
+        result.violations = violations
+        result.error_kind = "guard"
+        result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
+        return _finish(result, plugins, options, start)
+    with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
+        tmpdir = Path(tmp)
+        model_new_path = tmpdir / "solution" / "model_new.py"
+        model_new_path.parent.mkdir()
+        model_new_path.write_text(solution.model_new, encoding="utf-8")
+        module_dir = None
+        if needs_build(solution):
+            t0 = time.perf_counter()
+            ok, module_dir, log, notes = build(solution, plugins, tmpdir / "build", options)
+            result.durations_s["build"] = round(time.perf_counter() - t0, 3)
+            result.build_log = log
+            if notes:
+                result.metadata.setdefault("notes", []).extend(notes)
+            if not ok:
+                result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
+                return _finish(result, plugins, options, start)
+        result.compiled = True
+        spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards)
+        with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
+            report = run_judge(spec, slot.visible)
+    _merge(result, report)
+    return _finish(result, plugins, options, start)
+
+
+def _finish(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:
+    if not result.error and options.do_correctness and not result.correct:
+        result.error_kind, result.error = "exception", "the evaluation ended without a verdict"
+    speedups(result)
+    if options.do_correctness:
+        reward = plugins.create("reward", options.reward) if options.reward else plugins.create("reward")
+        result.reward = RewardValue(name=getattr(reward, "name", options.reward or "reward"),
+                                    value=float(reward(result)))
+    result.durations_s["total"] = round(time.perf_counter() - start, 3)
+    return result

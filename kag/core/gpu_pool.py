@@ -1,0 +1,119 @@
+"""A pool that hands each evaluation one device exclusively while it checks and times.
+
+Exclusive across threads (a lock per device) and across processes on the host (an ``flock`` on
+``<lock dir>/gpu-<id>.lock``), so two evaluations never time on the same GPU at once. The worker
+processes see only their GPU: the caller sets ``CUDA_VISIBLE_DEVICES`` from the slot it gets.
+Devices come from ``CUDA_VISIBLE_DEVICES`` when set, else pynvml, else torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import attrs
+
+
+@attrs.frozen
+class DeviceSlot:
+    """One held device: ``visible`` is the value for CUDA_VISIBLE_DEVICES (None on the CPU)."""
+
+    kind: str
+    id: str
+    visible: str | None
+
+
+def list_gpus() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML: ask torch
+        pass
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+class GpuPool:
+    def __init__(self, devices: list[str] | None = None, lock_dir: str | Path | None = None):
+        self._devices = devices
+        self.lock_dir = Path(lock_dir or os.environ.get("KAG_LOCK_DIR") or Path(tempfile.gettempdir()) / "kag-locks")
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @property
+    def devices(self) -> list[str]:
+        if self._devices is None:
+            self._devices = list_gpus()
+        return self._devices
+
+    def _thread_lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _try(self, key: str) -> tuple[threading.Lock, int] | None:
+        lock = self._thread_lock(key)
+        if not lock.acquire(blocking=False):
+            return None
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_dir / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            lock.release()
+            return None
+        return lock, fd
+
+    @contextlib.contextmanager
+    def acquire(self, kind: str = "cuda", timeout_s: float | None = None) -> Iterator[DeviceSlot]:
+        """Hold one device of ``kind`` ("cuda" or "cpu") until the block ends."""
+        if kind == "cpu":
+            keys = [("cpu", None)]
+        else:
+            if not self.devices:
+                raise RuntimeError("no CUDA device is visible; use --backend cpu or check CUDA_VISIBLE_DEVICES")
+            keys = [(f"gpu-{d}", d) for d in self.devices]
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            for key, visible in keys:
+                held = self._try(key)
+                if held is not None:
+                    lock, fd = held
+                    try:
+                        yield DeviceSlot(kind, key, visible)
+                    finally:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                        os.close(fd)
+                        lock.release()
+                    return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"no free {kind} device within {timeout_s:g} s")
+            time.sleep(0.05)
+
+
+_DEFAULT: GpuPool | None = None
+
+
+def default_pool() -> GpuPool:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = GpuPool()
+    return _DEFAULT

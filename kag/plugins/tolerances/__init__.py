@@ -1,0 +1,1 @@
+"""Correctness tolerance policies (kind ``tolerance``)."""
