@@ -1,0 +1,297 @@
+"""The ``exec`` filter: keep a task only if running it says it is a usable RL task.
+
+Checks, cheapest first: it loads and runs in eager; the same inputs give identical outputs (no
+dropout or random ops); outputs are finite, not constant, and differ for different inputs; eager
+time lies in a window; torch.compile runs it with the same outputs. Each task runs in a worker
+process (spawned; one per GPU on CUDA) that is killed and replaced when it passes the timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import time
+from typing import Any, Iterable, Iterator
+
+from kag.core.hookspecs import hookimpl
+from kag.core.synthesis import SynthesisError
+
+GPU_WINDOW_MS = (1.0, 100.0)
+CPU_WINDOW_MS = (0.1, 100.0)
+
+
+class Reject(Exception):
+    """A task fails a check; ``reason`` is the counted category, the message the detail."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(detail or reason)
+        self.reason = reason
+
+
+def _tensors(out: Any) -> list[Any]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    raise Reject("non_tensor_output", f"forward returns {type(out).__name__}")
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Bitwise-equal outputs, NaN positions included (NaNs are judged by the finiteness check)."""
+    import torch
+
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.allclose(a, b, rtol=0, atol=0, equal_nan=True))
+    return bool(torch.equal(a, b))
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_eager(model: Any, inputs: list[Any], device: str, budget_s: float = 1.0, max_iters: int = 50) -> float:
+    """Median milliseconds of ``model(*inputs)`` (a warm-up call, then up to ``budget_s`` of calls)."""
+    import statistics
+
+    model(*inputs)
+    _sync(device)
+    times, start = [], time.perf_counter()
+    while len(times) < 3 or (len(times) < max_iters and time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        model(*inputs)
+        _sync(device)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def check_task(code: str, device: str, window_ms: tuple[float, float], compile_backend: str = "inductor",
+               atol: float = 1e-3, rtol: float = 1e-3, distinct_rtol: float = 1e-3,
+               timing_lock: Any = None) -> dict[str, Any]:
+    """Run every check on one task; raises Reject with the first failure, else returns measurements."""
+    import torch
+
+    from kag.core.tasks import load_module
+
+    try:
+        ns = load_module(code, "<candidate>")
+        torch.manual_seed(0)
+        model = ns["Model"](*ns["get_init_inputs"]()).to(device)
+        torch.manual_seed(1)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+        torch.manual_seed(2)
+        other = [x.to(device) if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+    except Exception as exc:  # noqa: BLE001
+        raise Reject("load_error", f"{type(exc).__name__}: {exc}") from None
+    with torch.no_grad():
+        try:
+            torch.manual_seed(100)
+            out1 = _tensors(model(*inputs))
+            torch.manual_seed(200)
+            out2 = _tensors(model(*inputs))
+            out_other = _tensors(model(*other))
+        except Reject:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise Reject("eager_error", f"{type(exc).__name__}: {exc}") from None
+        if any(a.shape != b.shape or not _identical(a, b) for a, b in zip(out1, out2)):
+            raise Reject("nondeterministic", "same inputs gave different outputs (dropout or random ops?)")
+        floats = [t.float() for t in out1]
+        if any(not torch.isfinite(t).all() for t in floats):
+            raise Reject("non_finite_output", "output has NaN or Inf")
+        if all(t.numel() <= 1 or bool(t.max() == t.min()) for t in floats):
+            raise Reject("constant_output", "every output element is the same")
+        diff = sum(float((a.float() - b.float()).norm()) for a, b in zip(out1, out_other))
+        scale = sum(float(a.norm()) for a in floats) or 1.0
+        if diff <= distinct_rtol * scale:
+            raise Reject("indistinguishable", f"different inputs give outputs within {diff / scale:.2e} (relative)")
+        try:
+            with timing_lock if timing_lock is not None else contextlib.nullcontext():  # one timer per GPU
+                eager_ms = time_eager(model, inputs, device)
+        except Exception as exc:  # noqa: BLE001
+            raise Reject("eager_error", f"timing: {type(exc).__name__}: {exc}") from None
+        lo, hi = window_ms
+        if eager_ms < lo:
+            raise Reject("too_fast", f"eager {eager_ms:.3f} ms < {lo} ms")
+        if eager_ms > hi:
+            raise Reject("too_slow", f"eager {eager_ms:.3f} ms > {hi} ms")
+        try:
+            compiled = torch.compile(model, backend=compile_backend)
+            outc = _tensors(compiled(*inputs))
+        except Exception as exc:  # noqa: BLE001
+            raise Reject("compile_error", f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        for a, b in zip(out1, outc):
+            if a.shape != b.shape or not torch.allclose(a.float(), b.float(), atol=atol, rtol=rtol):
+                err = float((a.float() - b.float()).abs().max()) if a.shape == b.shape else float("nan")
+                raise Reject("compile_mismatch", f"torch.compile output differs (max abs err {err:.3e})")
+    return {"eager_ms": round(eager_ms, 4), "output_shapes": [list(t.shape) for t in out1]}
+
+
+def _worker_main(wid: int, device: str, threads: int, config: dict[str, Any], inbox: Any, outbox: Any,
+                 timing_lock: Any = None) -> None:
+    """Worker process loop: announce readiness, then check tasks one at a time."""
+    import warnings
+
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # parallelism comes from the pool
+
+    import torch
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(threads)
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)
+    try:  # pay dynamo's start-up once, outside any task's timeout
+        torch.compile(lambda t: torch.relu(t) + 1, backend=config["compile_backend"])(torch.ones(4, device=device))
+    except Exception:  # noqa: BLE001 - a broken backend shows up as compile_error on each task
+        pass
+    outbox.put(("ready", wid, None, None))
+    while True:
+        item = inbox.get()
+        if item is None:
+            return
+        key, code = item
+        outbox.put(("start", wid, key, None))
+        t0 = time.perf_counter()
+        try:
+            verdict = {"ok": True, **check_task(code, device, timing_lock=timing_lock, **config)}
+        except Reject as rej:
+            verdict = {"ok": False, "reason": rej.reason, "detail": str(rej)[:500]}
+        except BaseException as exc:  # noqa: BLE001 - a task must never kill the worker silently
+            verdict = {"ok": False, "reason": "worker_error", "detail": f"{type(exc).__name__}: {exc}"[:500]}
+        verdict["check_s"] = round(time.perf_counter() - t0, 3)
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        outbox.put(("done", wid, key, verdict))
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cuda", "cpu"):
+        raise SynthesisError(f"--device takes cuda, cpu or auto, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SynthesisError("--device cuda but torch sees no CUDA GPU; use --device cpu or auto")
+    return device
+
+
+class ExecFilter:
+    """Execution checks in a pool of isolated worker processes with a per-task timeout.
+
+    On CUDA the default is one worker per GPU; ``workers=N`` puts N workers round-robin on the GPUs
+    (compilation is CPU work and overlaps), and a per-GPU lock keeps timing exclusive.
+    """
+
+    name = "exec"
+
+    def __init__(self, device: str = "auto", workers: int | None = None, timeout_s: float = 180.0,
+                 window_ms: tuple[float, float] | str | None = None, compile_backend: str = "inductor",
+                 atol: float = 1e-3, rtol: float = 1e-3, **_: Any):
+        self.device = resolve_device(device)
+        if isinstance(window_ms, str):
+            lo, _, hi = window_ms.partition(",")
+            window_ms = (float(lo), float(hi))
+        self.window_ms = tuple(window_ms or (GPU_WINDOW_MS if self.device == "cuda" else CPU_WINDOW_MS))
+        if self.device == "cuda":
+            import torch
+
+            self.slots = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        else:
+            self.slots = ["cpu"] * int(workers or max(1, (os.cpu_count() or 1)))
+        if workers and self.device == "cuda":
+            self.slots = [self.slots[i % len(self.slots)] for i in range(int(workers))]
+        self.threads = 1 if self.device == "cpu" else 4
+        self.timeout_s = float(timeout_s)
+        self.config = {"window_ms": self.window_ms, "compile_backend": compile_backend, "atol": atol, "rtol": rtol}
+
+    def params(self) -> dict[str, Any]:
+        return {"device": self.device, "workers": len(self.slots), "timeout_s": self.timeout_s, **self.config}
+
+    def run(self, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield ``(key, verdict)`` for each ``(key, code)`` as workers finish them (any order)."""
+        ctx = mp.get_context("spawn")
+        pending = list(items)
+        pending.reverse()
+        outbox = ctx.Queue()
+        workers: list[dict[str, Any]] = []
+
+        next_id = iter(range(1 << 30))
+        locks = {slot: ctx.Lock() for slot in set(self.slots)} if self.device == "cuda" else {}
+
+        def spawn(slot: str) -> dict[str, Any]:
+            wid = next(next_id)
+            inbox = ctx.Queue()
+            proc = ctx.Process(target=_worker_main, args=(wid, slot, self.threads, self.config, inbox, outbox,
+                                                             locks.get(slot)),
+                               daemon=True)
+            proc.start()
+            return {"id": wid, "slot": slot, "proc": proc, "inbox": inbox, "key": None, "started": None,
+                    "ready": False}
+
+        workers = [spawn(slot) for slot in self.slots[: max(1, min(len(self.slots), len(pending)))]]
+        busy = failed_starts = 0
+        try:
+            while pending or busy:
+                for w in workers:
+                    if w["ready"] and w["key"] is None and pending:
+                        key, code = pending.pop()
+                        w["key"], w["started"] = key, None
+                        w["inbox"].put((key, code))
+                        busy += 1
+                try:
+                    kind, wid, key, verdict = outbox.get(timeout=0.2)
+                except queue.Empty:
+                    kind = wid = None
+                owner = next((w for w in workers if w["id"] == wid), None)
+                if owner is not None:  # messages of a killed worker are dropped
+                    if kind == "ready":
+                        owner["ready"] = True
+                    elif kind == "start" and owner["key"] == key:
+                        owner["started"] = time.perf_counter()
+                    elif kind == "done" and owner["key"] == key:
+                        owner["key"] = None
+                        busy -= 1
+                        yield key, verdict
+                for i, w in enumerate(workers):
+                    if not w["ready"] and not w["proc"].is_alive():
+                        failed_starts += 1
+                        if failed_starts > 2 * len(workers):
+                            raise SynthesisError(f"filter workers die at start (exit code {w['proc'].exitcode}); "
+                                                 f"run the filter from a script with an `if __name__ == '__main__':` guard")
+                        workers[i] = spawn(w["slot"])
+                        continue
+                    overdue = w["started"] is not None and time.perf_counter() - w["started"] > self.timeout_s
+                    dead = not w["proc"].is_alive()
+                    if w["key"] is not None and (overdue or dead):
+                        key = w["key"]
+                        w["proc"].kill()
+                        w["proc"].join(5)
+                        busy -= 1
+                        reason = "timeout" if overdue else "worker_crash"
+                        detail = (f"no verdict within {self.timeout_s:.0f} s" if overdue
+                                  else f"worker died with exit code {w['proc'].exitcode}")
+                        workers[i] = spawn(w["slot"])
+                        yield key, {"ok": False, "reason": reason, "detail": detail}
+        finally:
+            for w in workers:
+                try:
+                    w["inbox"].put(None)
+                except Exception:  # noqa: BLE001
+                    pass
+            for w in workers:
+                w["proc"].join(2)
+                if w["proc"].is_alive():
+                    w["proc"].kill()
+                    w["proc"].join(2)
+
+
+@hookimpl
+def kag_register_filters(register) -> None:
+    register("exec", ExecFilter)

@@ -1,0 +1,109 @@
+"""`kag data`: the whole pipeline with the rule composer on a small CPU budget, resumed and reloaded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kag.cli.main import cli
+from kag.core.synthesis import read_jsonl
+
+FILTER = ["--device", "cpu", "--workers", "2", "--window-ms", "0.05,100", "--compile-backend", "aot_eager",
+          "--timeout", "60"]
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["data", *args, "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.slow
+def test_pipeline_builds_an_ops6k_dataset_and_resumes(tmp_path: Path):
+    from kag.plugins.datasets.ops6k import Ops6kDataset
+
+    out = tmp_path / "data"
+    config = tmp_path / "kag.toml"
+    config.write_text('[crawlers.transformers]\nfamilies = "llama,bert"\n')
+    crawlers = ["--crawler", "torch"] + (["--crawler", "transformers"] if importlib.util.find_spec("transformers") else [])
+    run("crawl", "--out", str(out), "--config", str(config), *crawlers)
+    run("compose", "--out", str(out), "--n", "20")
+    run("filter", "--out", str(out), *FILTER)
+
+    # a benchmark holding one of the kept tasks: decontamination must drop exactly that one
+    kept = read_jsonl(out / "filtered.jsonl")
+    assert kept, "no task survived the filter"
+    bench = tmp_path / "bench" / "level1"
+    bench.mkdir(parents=True)
+    (bench / "1_Copy.py").write_text(kept[0]["code"])
+    text = run("build", "--out", str(out), "--config", str(config), *crawlers, "--n", "20", *FILTER,
+               "--against", f"kernelbench:{tmp_path / 'bench'}")
+    assert "tasks/min" in text
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    st = manifest["stages"]
+    assert all(st[s]["complete"] for s in ("crawl", "compose", "filter", "decontam", "output"))
+    assert manifest["versions"]["torch"]
+    # every composed task is either kept or rejected with a reason
+    composed = {r["id"] for r in read_jsonl(out / "composed.jsonl")}
+    rejected = read_jsonl(out / "filter_rejects.jsonl")
+    assert composed == {r["id"] for r in kept} | {r["id"] for r in rejected}
+    assert all(r["reason"] and r["detail"] for r in rejected)
+    assert sum(st["filter"]["reasons"].values()) == len(rejected) and st["filter"]["throughput_tasks_per_min"] > 0
+    # every compose slot produced a task or a final reason
+    final = [r for r in read_jsonl(out / "compose_rejects.jsonl") if r["final"]]
+    assert len(composed) + len(final) == 20
+    dropped = read_jsonl(out / "decontam_rejects.jsonl")
+    assert [d["id"] for d in dropped] == [kept[0]["id"]] and dropped[0]["similarity"] == 1.0
+    assert (out / "decontam_hist.png").exists() and (out / "decontam.json").exists()
+
+    loaded = Ops6kDataset(str(out / "data.parquet")).load()
+    assert not loaded.skipped and len(loaded.tasks) == len(kept) - 1 == st["output"]["rows"]
+    assert all(t.metadata["ops"] and t.metadata["data_source"] for t in loaded.tasks)
+    assert {t.metadata["data_source"].split("#")[0] for t in loaded.tasks} <= {"torch", "transformers"}
+
+    # an interrupted filter resumes: only the missing records are checked again
+    manifest["stages"]["filter"]["complete"] = False
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    lines = (out / "filtered.jsonl").read_text().splitlines(keepends=True)
+    (out / "filtered.jsonl").write_text("".join(lines[:-2]) + lines[-2][:10])  # torn last line
+    run("build", "--out", str(out), "--config", str(config), *crawlers, "--n", "20", *FILTER,
+        "--against", f"kernelbench:{tmp_path / 'bench'}")
+    again = json.loads((out / "manifest.json").read_text())["stages"]["filter"]
+    assert again["checked"] == st["filter"]["checked"] + 2 and again["kept"] == len(kept)
+
+
+def test_errors_are_one_line(tmp_path: Path):
+    result = CliRunner().invoke(cli, ["data", "compose", "--out", str(tmp_path), "--n", "3"])
+    assert result.exit_code == 2 and "run `kag data crawl" in result.output
+    result = CliRunner().invoke(cli, ["data", "filter", "--out", str(tmp_path), "--device", "cuda"])
+    import torch
+
+    if not torch.cuda.is_available():
+        assert result.exit_code == 2 and "no CUDA GPU" in result.output
+    result = CliRunner().invoke(cli, ["data", "compose", "--out", str(tmp_path), "--mix", "torch#7=1"])
+    assert result.exit_code == 2 and "unknown mix bucket" in result.output
+
+
+ANSWER = ("Two ops:\n```python\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+          "    def __init__(self):\n        super().__init__()\n        self.norm = nn.LayerNorm(64)\n\n"
+          "    def forward(self, x):\n        return torch.tanh(self.norm(x))\n\n\n"
+          "def get_inputs():\n    return [torch.rand(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n```\n")
+
+
+def test_llm_composer_with_the_replay_policy(tmp_path: Path):
+    out = tmp_path / "data"
+    run("crawl", "--out", str(out), "--crawler", "torch")
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": ANSWER}]))  # one answer: the second slot gets none
+    text = run("compose", "--out", str(out), "--n", "2", "--mix", "torch#2=1", "--composer", "llm",
+               "--policy", "replay", "--policy-option", f"path={script}")
+    assert "1 composed tasks" in text
+    (rec,) = read_jsonl(out / "composed.jsonl")
+    assert rec["ops"] == ["LayerNorm", "Tanh"] and rec["composer"] == "llm" and rec["data_source"] == "torch#2"
+    finals = [r for r in read_jsonl(out / "compose_rejects.jsonl") if r["final"]]
+    assert len(finals) == 1 and "code block" in finals[0]["reason"]
