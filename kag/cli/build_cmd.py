@@ -21,21 +21,6 @@ def resolve_backend(workspace: Path, backend: str | None, plugin_pairs: tuple[st
     return plugins.create("backend", name or plugins.selected("backend"))
 
 
-def format_report(result, backend_name: str) -> str:
-    """What compile.sh prints: verdict, seconds, files compiled vs cached, trimmed errors."""
-    verdict = "ok" if result.ok else "FAILED"
-    lines = [f"build {verdict} ({backend_name}) in {result.seconds:.2f} s: "
-             f"{len(result.compiled)} compiled, {len(result.cached)} cached"
-             + (f", {len(result.failed)} failed" if result.failed else "")]
-    if result.compiled:
-        lines.append("compiled: " + " ".join(result.compiled))
-    if result.failed:
-        lines.append("failed: " + " ".join(result.failed))
-    if result.log:
-        lines.append(result.log)
-    return "\n".join(lines)
-
-
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--backend", type=str, default=None, help="cuda or cpu (default: the workspace's).")
@@ -51,6 +36,7 @@ def build(directory: Path, backend: str | None, out_dir: Path | None, jobs: int 
           timeout_s: float, as_json: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Compile DIR's kernels/ into cuda_extension; exit 1 if the build failed."""
     from kag.core.build import build_solution
+    from kag.core.report import format_build
     from kag.core.records import to_dict
     from kag.core.workspace import WorkspaceError, read_solution
 
@@ -65,5 +51,5 @@ def build(directory: Path, backend: str | None, out_dir: Path | None, jobs: int 
     if as_json:
         click.echo(json.dumps(to_dict(result), indent=1))
     else:
-        click.echo(format_report(result, chosen.name))
+        click.echo(format_build(result, chosen.name))
     raise SystemExit(0 if result.ok else 1)

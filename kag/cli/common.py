@@ -56,3 +56,59 @@ def open_dataset(plugins: Plugins, config: Config, spec: str, **options: Any) ->
         opts["path"] = path
     opts.update({k: v for k, v in options.items() if v is not None})
     return plugins.create("dataset", name, **opts)
+
+
+def parse_key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
+    """``K=V`` pairs -> dict; values are parsed as JSON when they can be (numbers, true, lists)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option} takes KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by ``kag run`` and ``kag eval``: policy, its options, budgets, backend."""
+    options = [
+        click.option("--policy", help="Policy plugin (default: the selected one, replay)."),
+        click.option("--policy-option", "policy_pairs", multiple=True, metavar="KEY=VALUE",
+                     help="Option for the policy, e.g. path=script.yaml, base_url=..., model=... (repeatable)."),
+        click.option("--backend", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+                     help="auto: cuda when a GPU is visible, else cpu."),
+        click.option("--max-turns", type=click.IntRange(1), default=200, show_default=True),
+        click.option("--max-context-tokens", type=click.IntRange(1), default=128_000, show_default=True),
+        click.option("--num-timed", type=click.IntRange(1), default=100, show_default=True,
+                     help="Timed iterations per measurement."),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
+                     help="Folder for trajectories, results and summaries (a rerun resumes)."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return plugin_options(fn)
+
+
+def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, policy_pairs: tuple[str, ...],
+                     backend: str, max_turns: int, max_context_tokens: int, num_timed: int) -> tuple[str, dict, Any]:
+    """Resolve the policy name and options and the agent configuration (nothing is started)."""
+    from kag.core.agent import AgentConfig
+    from kag.core.evaluate import EvalOptions
+
+    if policy:
+        plugins.select({"policy": policy})
+    name = plugins.selected("policy")
+    opts = config.options("policies", name)
+    opts.update(parse_key_values(policy_pairs, "--policy-option"))
+    if backend == "auto":
+        import torch
+
+        backend = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
+                      eval_options=EvalOptions(backend=backend, num_timed=num_timed))
+    return name, opts, cfg

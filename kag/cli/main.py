@@ -16,6 +16,16 @@ import click
 LAZY_COMMANDS: dict[str, str] = {
     "plugins": "kag.cli.plugins_cmd:plugins",
     "tasks": "kag.cli.tasks_cmd:tasks",
+    "score": "kag.cli.score_cmd:score",
+    "verify": "kag.cli.score_cmd:verify",
+    "profile": "kag.cli.score_cmd:profile",
+    "data": "kag.cli.data_cmd:data",
+    "workspace": "kag.cli.workspace_cmd:workspace",
+    "build": "kag.cli.build_cmd:build",
+    "train": "kag.cli.train_cmd:train",
+    "run": "kag.cli.run_cmd:run",
+    "eval": "kag.cli.eval_cmd:eval_",
+    "show": "kag.cli.show_cmd:show",
 }
 
 

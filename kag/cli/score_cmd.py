@@ -30,7 +30,10 @@ def resolve_task(spec: str, plugins: Any, config: Any) -> Any:
     if path.is_file():
         code = path.read_text(encoding="utf-8")
         check_task_code(code, str(path), execute=False)
-        return Task(name=path.stem if path.stem != "model" else path.parent.name or path.stem,
+        # a workspace's model.py is named after its folders (examples/relu/cpu/model.py -> relu/cpu)
+        parents = path.resolve().parent
+        name = path.stem if path.stem != "model" else f"{parents.parent.name}/{parents.name}".strip("/")
+        return Task(name=name,
                     source="file", code=code, path=str(path))
     match = _DATASET_ID.match(spec)
     if not match:
@@ -92,28 +95,9 @@ def result_json(result: Any) -> dict[str, Any]:
 
 
 def print_report(result: Any, echo: Callable[[str], None] = click.echo) -> None:
-    """A short human-readable report an agent can act on."""
-    verdict = "PASS" if result.ok else "FAIL"
-    echo(f"task {result.task} [{result.backend} on {result.device.get('name', '?')}]: {verdict}")
-    echo(f"  compiled: {result.compiled}   correct: {result.correct}")
-    for v in result.violations:
-        echo(f"  violation [{v.guard}]: {v.detail}")
-    if result.error:
-        echo(f"  error ({result.error_kind}): {result.error}")
-    for name in ("candidate", "eager", "compile"):
-        stats = result.timing.get(name)
-        if stats is not None:
-            cached = result.metadata.get("baseline_cache", {}).get(name)
-            note = f"  (cached)" if cached == "hit" else ""
-            echo(f"  {name:>9}: {stats.median_ms:.4f} ms median (IQR {stats.iqr_ms:.4f}, n={stats.n}){note}")
-    if result.speedup_vs_eager is not None:
-        echo(f"  speedup vs eager: {result.speedup_vs_eager:.3f}x")
-    if result.speedup_vs_compile is not None:
-        echo(f"  speedup vs compile: {result.speedup_vs_compile:.3f}x  (target: > 1.05x)")
-    if result.peak_memory_mb is not None:
-        echo(f"  peak memory: {result.peak_memory_mb:.1f} MB")
-    if result.reward is not None:
-        echo(f"  reward ({result.reward.name}): {result.reward.value:g}")
+    from kag.core.report import format_eval
+
+    echo(format_eval(result))
 
 
 def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:

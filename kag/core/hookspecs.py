@@ -29,6 +29,10 @@ KIND_HOOKS: dict[str, str] = {
     "policy": "kag_register_policies",
     "algorithm": "kag_register_algorithms",
     "backend": "kag_register_backends",
+    "environment": "kag_register_environments",
+    "crawler": "kag_register_crawlers",
+    "composer": "kag_register_composers",
+    "filter": "kag_register_filters",
 }
 KINDS: tuple[str, ...] = tuple(KIND_HOOKS)
 
@@ -81,6 +85,26 @@ def kag_register_algorithms(register: Register) -> None:
 @hookspec
 def kag_register_backends(register: Register) -> None:
     """Register build/run backends (cuda, cpu)."""
+
+
+@hookspec
+def kag_register_environments(register: Register) -> None:
+    """Register RL environments (see kag.core.environment: reset(task), step(action))."""
+
+
+@hookspec
+def kag_register_crawlers(register: Register) -> None:
+    """Register seed-operator crawlers for ``kag data crawl`` (torch, transformers)."""
+
+
+@hookspec
+def kag_register_composers(register: Register) -> None:
+    """Register composers that stack seed operators into fused tasks (rule, llm)."""
+
+
+@hookspec
+def kag_register_filters(register: Register) -> None:
+    """Register task filters of ``kag data`` (exec: run-based checks, decontam: benchmark overlap)."""
 
 
 @hookspec

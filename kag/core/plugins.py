@@ -28,6 +28,34 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.datasets.local",
     "kag.plugins.rewards.milestone",
     "kag.plugins.rewards.speedup",
+    "kag.plugins.data.crawl_torch",
+    "kag.plugins.data.crawl_transformers",
+    "kag.plugins.data.compose_rule",
+    "kag.plugins.data.compose_llm",
+    "kag.plugins.data.filter_exec",
+    "kag.plugins.data.decontam",
+    "kag.plugins.backends.cuda",
+    "kag.plugins.backends.cpu",
+    "kag.plugins.algorithms.ppo",
+    "kag.plugins.algorithms.toy_env",
+    "kag.plugins.baselines.torch_baselines",
+    "kag.plugins.tolerances.policies",
+    "kag.plugins.tools.bash",
+    "kag.plugins.tools.files",
+    "kag.plugins.tools.search",
+    "kag.plugins.tools.todo",
+    "kag.plugins.sandboxes.local",
+    "kag.plugins.sandboxes.docker",
+    "kag.plugins.policies.replay",
+    "kag.plugins.policies.openai_http",
+    "kag.plugins.policies.human",
+    "kag.plugins.policies.hf",
+    "kag.plugins.guards.torch_fallback",
+    "kag.plugins.guards.provenance",
+    "kag.plugins.guards.output_reuse",
+    "kag.plugins.guards.hidden_work",
+    "kag.plugins.guards.tampering",
+    "kag.plugins.guards.precision",
 )
 
 # The name a kind resolves to when nothing selects one. Kinds listed in MULTI_KINDS are
@@ -41,6 +69,7 @@ KIND_DEFAULTS: dict[str, str] = {
     "policy": "replay",
     "algorithm": "ppo",
     "backend": "cuda",
+    "composer": "rule",
 }
 MULTI_KINDS = frozenset({"tool", "guard"})
 

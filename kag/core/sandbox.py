@@ -61,5 +61,8 @@ class SandboxHandle(Protocol):
 class Sandbox(Protocol):
     """A sandbox plugin: configured once, started per episode."""
 
-    def start(self, workspace_dir: str | Path | None = None) -> SandboxHandle:
-        """Put the workspace in the sandbox (copied unless configured otherwise) and return a handle."""
+    def start(self, workspace_dir: str | Path | None = None, bridge_dir: str | Path | None = None) -> SandboxHandle:
+        """Put the workspace in the sandbox (copied unless configured otherwise) and return a handle.
+
+        ``bridge_dir`` holds the evaluation bridge's socket (``kag.core.bridge``); the sandbox makes
+        it reachable to commands and sets KAG_BRIDGE to the socket's path as they see it."""

@@ -178,7 +178,9 @@ class LocalSandbox:
         problem = network_namespace_problem()
         return "no network (unshare -rn)" if problem is None else f"network isolation unavailable: {problem}"
 
-    def start(self, workspace_dir: str | Path | None = None) -> LocalSandboxHandle:
+    def start(self, workspace_dir: str | Path | None = None,
+              bridge_dir: str | Path | None = None) -> LocalSandboxHandle:
+        """``bridge_dir``: the evaluation bridge's folder; its socket is given to commands as KAG_BRIDGE."""
         owned = workspace_dir is None or self.copy
         if owned:
             base = Path(tempfile.mkdtemp(prefix="kag-ws-", dir=self.tmp_dir))
@@ -197,7 +199,8 @@ class LocalSandbox:
                 raise FileNotFoundError(f"workspace {root} is not a directory; create it first")
         return LocalSandboxHandle(root, owned=owned and not self.keep, timeout_s=self.timeout_s,
                                   memory_limit_mb=self.memory_limit_mb, isolate_network=not self.network,
-                                  env=self.env)
+                                  env={**self.env, **({"KAG_BRIDGE": str(Path(bridge_dir) / "eval.sock")}
+                                                      if bridge_dir else {})})
 
 
 @hookimpl

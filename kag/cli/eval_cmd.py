@@ -1,0 +1,57 @@
+"""``kag eval``: run the agent over a dataset and write the paper's table (resumable)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kag.cli.common import agent_options, make_agent_parts, make_plugins, open_dataset, user_errors
+
+
+@click.command(name="eval")
+@click.option("--dataset", "dataset_spec", required=True, metavar="NAME[:PATH]",
+              help="e.g. kernelbench:~/KernelBench, ops6k:data.parquet, local:tasks/")
+@click.option("--level", help="KernelBench level(s), e.g. 1 or 1,2.")
+@click.option("--ids", help="Problem ids / row numbers, e.g. 1-20,23.")
+@click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True,
+              help="Episodes at once (evaluations share the GPU pool, one GPU each while timing).")
+@agent_options
+@user_errors
+def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: int, policy: str | None,
+          policy_pairs: tuple[str, ...], backend: str, max_turns: int, max_context_tokens: int, num_timed: int,
+          out_dir: str, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+    """Run one episode per task; write results.jsonl, summary.md/json and fast_p.png to OUT."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kag.core.agent import Agent
+    from kag.core.benchmark import finished_tasks, run_all, write_summary
+    from kag.core.trajectory import TrajectoryWriter
+
+    plugins, config = make_plugins(plugin_pairs, config_path)
+    loaded = open_dataset(plugins, config, dataset_spec, level=level, ids=ids).load()
+    for s in loaded.skipped:
+        click.echo(f"kag: skipped {s.path}: {s.reason}", err=True)
+    name, opts, cfg = make_agent_parts(plugins, config, policy, policy_pairs, backend, max_turns,
+                                       max_context_tokens, num_timed)
+    plugins.create("policy", name, **opts)  # bad policy options fail now, not in every episode
+    out = Path(out_dir)
+    writer = TrajectoryWriter(out)
+    sandbox = plugins.create("sandbox")
+
+    def run_one(task):
+        agent = Agent(plugins, plugins.create("policy", name, **opts), sandbox, cfg, writer=writer, policy_name=name)
+        traj, solution = agent.run_episode(task)
+        return traj, traj.result, solution
+
+    done = finished_tasks(out)
+    todo = sum(1 for t in loaded.tasks if t.name not in done)
+    click.echo(f"kag eval: {len(loaded.tasks)} tasks ({len(loaded.tasks) - todo} already done) with policy {name} "
+               f"on {cfg.eval_options.backend}, concurrency {concurrency}", err=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=False) as progress:
+        bar = progress.add_task("episodes", total=todo)
+        run_all(loaded.tasks, out, run_one, concurrency, progress=lambda: progress.advance(bar))
+    write_summary(out)
+    click.echo((out / "summary.md").read_text())
+    click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")

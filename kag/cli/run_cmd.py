@@ -1,0 +1,60 @@
+"""``kag run``: optimise one task with an agent; leave the best solution as a workspace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kag.cli.common import agent_options, make_agent_parts, make_plugins, user_errors
+
+
+@click.command()
+@click.option("--task", "task_spec", required=True, metavar="FILE_OR_ID",
+              help="A task .py file or a dataset id such as kernelbench:level1/19.")
+@agent_options
+@user_errors
+def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backend: str, max_turns: int,
+        max_context_tokens: int, num_timed: int, out_dir: str, plugin_pairs: tuple[str, ...],
+        config_path: str | None) -> None:
+    """Run one episode on TASK and write OUT/workspace (best solution), summary.json and the trajectory."""
+    from kag.cli.score_cmd import resolve_task
+    from kag.core.agent import Agent
+    from kag.core.records import to_dict
+    from kag.core.report import format_eval
+    from kag.core.trajectory import TrajectoryWriter, render_transcript
+    from kag.core.workspace import make_workspace, write_solution
+
+    plugins, config = make_plugins(plugin_pairs, config_path)
+    task = resolve_task(task_spec, plugins, config)
+    name, opts, cfg = make_agent_parts(plugins, config, policy, policy_pairs, backend, max_turns,
+                                       max_context_tokens, num_timed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    agent = Agent(plugins, plugins.create("policy", name, **opts), plugins.create("sandbox"), cfg,
+                  writer=TrajectoryWriter(out), policy_name=name)
+    click.echo(f"kag run: {task.name} with policy {name} on {cfg.eval_options.backend} "
+               f"(sandbox {plugins.selected('sandbox')}, reward {plugins.selected('reward')})", err=True)
+    traj, solution = agent.run_episode(task)
+    best = out / "workspace"
+    if solution is not None:
+        if best.exists():
+            import shutil
+
+            shutil.rmtree(best)
+        make_workspace(task, best, backend=cfg.eval_options.backend)
+        write_solution(solution, best)
+    result = traj.result
+    summary = {"task": task.name, "episode_id": traj.episode_id, "stop_reason": traj.stop_reason,
+               "turns": len(traj.turns), "reward": traj.reward, "policy": name,
+               "speedup_vs_eager": result.speedup_vs_eager if result else None,
+               "speedup_vs_compile": result.speedup_vs_compile if result else None,
+               "times_ms": result.times_ms if result else {}, "workspace": str(best),
+               "result": to_dict(result) if result else None}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "transcript.md").write_text(render_transcript(traj, max_chars=None) + "\n")
+    click.echo(f"{len(traj.turns)} turns, stopped: {traj.stop_reason}")
+    if result is not None:
+        click.echo(format_eval(result))
+    click.echo(f"best solution: {best}   trajectory: {out / 'trajectories.jsonl'}")

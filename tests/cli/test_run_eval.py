@@ -1,0 +1,77 @@
+"""`kag run` and `kag eval` end to end on the CPU backend, including a kill and a resume."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import run_kag
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_kag_run_leaves_the_best_solution_and_a_summary(tmp_path):
+    out = tmp_path / "run"
+    proc = run_kag("run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu",
+                   "--policy", "replay", "--policy-option", f"path={EXAMPLES / 'sigmoid' / 'cpu' / 'replay.json'}",
+                   "--num-timed", "5", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == "sigmoid/cpu" and summary["reward"] >= 1
+    assert summary["result"]["correct"] and summary["stop_reason"] == "model_stopped"
+    assert (out / "workspace" / "kernels").is_dir() and (out / "workspace" / "model.py").exists()
+    assert "sigmoid" in (out / "workspace" / "model_new.py").read_text()
+    shown = run_kag("show", str(out / "trajectories.jsonl"))
+    assert shown.returncode == 0 and "utils/verification.py" in shown.stdout
+
+
+def _dataset(tmp_path: Path) -> tuple[Path, Path]:
+    tasks, replays = tmp_path / "tasks", tmp_path / "replays"
+    tasks.mkdir()
+    replays.mkdir()
+    for name in ("relu", "sigmoid", "tanh"):
+        shutil.copy(EXAMPLES / name / "cpu" / "model.py", tasks / f"{name}.py")
+    for name in ("relu", "sigmoid"):  # tanh has no script: its episode fails, the run goes on
+        shutil.copy(EXAMPLES / name / "cpu" / "replay.json", replays / f"{name}.json")
+    return tasks, replays
+
+
+def _eval_args(tasks: Path, replays: Path, out: Path) -> list[str]:
+    return ["eval", "--dataset", f"local:{tasks}", "--policy", "replay", "--policy-option", f"path={replays}",
+            "--backend", "cpu", "--num-timed", "5", "--out", str(out)]
+
+
+def test_kag_eval_summarises_and_resumes_after_a_kill(tmp_path):
+    tasks, replays = _dataset(tmp_path)
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", *_eval_args(tasks, replays, out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if results.exists() and results.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.5)
+    killed_with = results.read_text().count("\n") if results.exists() else 0
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert 1 <= killed_with < 3
+
+    again = run_kag(*_eval_args(tasks, replays, out))
+    assert again.returncode == 0, again.stderr
+    assert f"({killed_with} already done)" in again.stderr
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(r["task"] for r in rows) == ["relu", "sigmoid", "tanh"]
+    by_task = {r["task"]: r for r in rows}
+    assert by_task["relu"]["result"]["correct"] and by_task["sigmoid"]["result"]["correct"]
+    assert "policy_error" in by_task["tanh"]["stop_reason"] and by_task["tanh"]["reward"] == -1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["tasks"] == 3 and summary["overall"]["passed"] == 2
+    assert abs(summary["overall"]["pass_rate"] - 2 / 3) < 1e-9
+    assert (out / "fast_p.png").stat().st_size > 1000
+    assert "| overall | 3 |" in (out / "summary.md").read_text()
