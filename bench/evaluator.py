@@ -1,0 +1,134 @@
+"""Evaluator benchmark for the device: build speed, kag score latency and timing stability.
+
+On one workspace, in one run, it reports: the cold build, the rebuild after editing one .cu file,
+a full `torch.utils.cpp_extension.load` rebuild of the same sources (what the paper's compile
+script does every time), `kag score` end to end with cold and with cached baselines, and the
+spread of 10 repeated timings of one candidate. Prints a table; writes JSON to $OUT if set.
+Usage: python bench/evaluator.py [--example relu] [--task PATH_TO_TASK.py]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--example", default="relu")
+    ap.add_argument("--task", default=None)
+    ap.add_argument("--repeats", type=int, default=10)
+    args = ap.parse_args()
+
+    import torch
+
+    from kag.core.build import build_solution
+    from kag.core.evaluate import EvalOptions, evaluate
+    from kag.core.plugins import Plugins
+    from kag.core.records import Task
+    from kag.core.workspace import make_workspace, read_solution, write_solution
+
+    example = REPO / "examples" / args.example
+    kernelbench = Path(os.environ.get("KAG_KERNELBENCH", REPO / "examples" / "kernelbench_sample"))
+    task_path = Path(args.task) if args.task else kernelbench / (example / "task.txt").read_text().strip()
+    task = Task(name=task_path.stem, source="file", code=task_path.read_text(), path=str(task_path))
+    work = Path(tempfile.mkdtemp(prefix="kag-bench-"))
+    cache = work / "cache"
+    os.environ["KAG_CACHE_DIR"] = str(cache)
+    plugins = Plugins()
+    backend = plugins.create("backend", "cuda")
+    ws = make_workspace(task, work / "ws", backend="cuda")
+    write_solution(read_solution(example / "cuda"), ws)
+    rows: dict[str, object] = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                               "task": task.name, "example": args.example}
+
+    # 1. builds: cold, unchanged, after editing one .cu
+    cold_s, cold = timed(lambda: build_solution(read_solution(ws), backend, work / "out"))
+    assert cold.ok, cold.log
+    warm_s, warm = timed(lambda: build_solution(read_solution(ws), backend, work / "out"))
+    cu = next((ws / "kernels").glob("*.cu"))
+    cu.write_text(cu.read_text() + f"\n// edit {uuid.uuid4().hex}\n")
+    edit_s, edit = timed(lambda: build_solution(read_solution(ws), backend, work / "out"))
+    assert edit.ok, edit.log
+    rows.update(build_cold_s=cold_s, build_unchanged_s=warm_s, build_after_edit_s=edit_s,
+                build_after_edit_compiled=edit.compiled)
+
+    # 2. the paper's way: torch.utils.cpp_extension.load, a full rebuild every time
+    from torch.utils.cpp_extension import load
+
+    def full_load():
+        build_dir = work / f"ext-{uuid.uuid4().hex[:8]}"
+        build_dir.mkdir()
+        sources = [str(ws / "binding.cpp")] + [str(p) for p in sorted((ws / "kernels").iterdir())
+                                                 if p.suffix in (".cu", ".cpp")]
+        load(name=f"cuda_extension_{uuid.uuid4().hex[:8]}", sources=sources, extra_include_paths=[str(ws)],
+             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "--use_fast_math"], build_directory=str(build_dir),
+             verbose=False)
+
+    full_s, _ = timed(full_load)
+    rows.update(cpp_extension_full_rebuild_s=full_s, rebuild_speedup_vs_cpp_extension=full_s / edit_s)
+
+    # 3. kag score end to end (a fresh process, as a user runs it): cold, then cached baselines
+    score = [sys.executable, "-m", "kag.cli.main", "score", "--task", str(task_path), "--solution", str(ws),
+             "--backend", "cuda", "--json"]
+    env = dict(os.environ, PYTHONPATH=f"{REPO}:{os.environ.get('PYTHONPATH', '')}")
+    cold_score_s, proc = timed(lambda: subprocess.run(score, capture_output=True, text=True, env=env))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = json.loads(proc.stdout)
+    cached_score_s, proc = timed(lambda: subprocess.run(score, capture_output=True, text=True, env=env))
+    second = json.loads(proc.stdout)
+    rows.update(score_cold_baselines_s=cold_score_s, score_cached_baselines_s=cached_score_s,
+                score_reward=second["reward"], score_times_ms=second["times_ms"],
+                baseline_cache=second["metadata"].get("baseline_cache"), first_reward=first["reward"])
+
+    # 4. the same candidate timed 10 times, each in a fresh evaluation
+    medians, cvs = [], []
+    for _ in range(args.repeats):
+        r = evaluate(task, read_solution(ws), EvalOptions(backend="cuda", do_correctness=False), plugins)
+        stats = r.timing["candidate"]
+        medians.append(stats.median_ms)
+        cvs.append(stats.std_ms / stats.mean_ms)
+    rows.update(repeat_medians_ms=medians, repeat_cv_across_runs=statistics.pstdev(medians) / statistics.mean(medians),
+                repeat_cv_within_run_median=statistics.median(cvs))
+
+    table = [
+        ("cold build", f"{cold_s:.2f} s"),
+        ("rebuild, nothing changed", f"{warm_s:.3f} s"),
+        ("rebuild after editing one .cu", f"{edit_s:.2f} s ({', '.join(edit.compiled)})"),
+        ("cpp_extension.load full rebuild", f"{full_s:.2f} s"),
+        ("rebuild speed-up vs cpp_extension", f"{full_s / edit_s:.1f}x"),
+        ("kag score, cold baselines", f"{cold_score_s:.2f} s"),
+        ("kag score, cached baselines", f"{cached_score_s:.2f} s (reward {second['reward']['value']})"),
+        (f"{args.repeats} repeated timings (median ms)", " ".join(f"{m:.4f}" for m in medians)),
+        ("CV across repeats", f"{100 * rows['repeat_cv_across_runs']:.2f}%"),
+        ("CV within a run (median)", f"{100 * rows['repeat_cv_within_run_median']:.2f}%"),
+    ]
+    print(f"\nevaluator benchmark: {rows['example']} on {rows['gpu']} (torch {rows['torch']})")
+    for k, v in table:
+        print(f"  {k:<38} {v}")
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "evaluator.json").write_text(json.dumps(rows, indent=2, default=str))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
