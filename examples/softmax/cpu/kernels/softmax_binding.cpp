@@ -1,0 +1,22 @@
+// Torch-facing side of softmax.cpp: softmax over dim 1 of a 2-D float32 tensor.
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include "binding_registry.h"
+
+extern "C" void softmax_cpu(const float* x, float* y, int64_t rows, int64_t cols);
+
+static torch::Tensor softmax_forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.device().is_cpu(), "softmax_forward: x must be a CPU tensor");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "softmax_forward: x must be float32");
+  TORCH_CHECK(x.dim() == 2, "softmax_forward: x must be 2-D (softmax over dim 1)");
+  TORCH_CHECK(x.is_contiguous(), "softmax_forward: x must be contiguous");
+  torch::Tensor y = torch::empty_like(x);
+  softmax_cpu(x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1));
+  return y;
+}
+
+static void softmax_bind(pybind11::module& m) {
+  m.def("softmax_forward", &softmax_forward, "Row softmax (OpenMP C++ kernel)");
+}
+
+REGISTER_BINDING(softmax, softmax_bind);
