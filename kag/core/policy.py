@@ -8,6 +8,7 @@ log-probs when the backend exposes them (RL needs them), token usage and the fin
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any, Protocol, runtime_checkable
 
@@ -65,6 +66,39 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
             return value
         return {RAW_ARGS_KEY: raw, PARSE_ERROR_KEY: f"expected a JSON object, got {type(value).__name__}"}
     return {RAW_ARGS_KEY: repr(raw), PARSE_ERROR_KEY: f"expected a JSON object, got {type(raw).__name__}"}
+
+
+# Hermes/Qwen-style tool calls written as text: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
+TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def parse_tool_call_text(text: str) -> tuple[str, list[ToolCall]]:
+    """Split a reply into its prose and its ``<tool_call>`` blocks (an unclosed last block counts).
+
+    A block that does not parse becomes a call whose arguments carry the raw text (RAW_ARGS_KEY)
+    and the parser's message, so the caller can answer with an error observation. Shared by the
+    ``hf`` policy and the text-only RL environments.
+    """
+    calls: list[ToolCall] = []
+    for match in TOOL_CALL_RE.finditer(text):
+        body = match.group(1).strip()
+        if not body:
+            continue
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError as exc:
+            name = re.search(r'"name"\s*:\s*"([^"]+)"', body)
+            calls.append(ToolCall(id=new_call_id(), name=name.group(1) if name else "",
+                                  arguments={RAW_ARGS_KEY: body, PARSE_ERROR_KEY: str(exc)}))
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            calls.append(ToolCall(id=new_call_id(), name="", arguments={
+                RAW_ARGS_KEY: body, PARSE_ERROR_KEY: 'a tool call is {"name": ..., "arguments": {...}}'}))
+            continue
+        calls.append(ToolCall(id=new_call_id(), name=value["name"],
+                              arguments=parse_arguments(value.get("arguments", value.get("parameters", {})))))
+    content = TOOL_CALL_RE.sub("", text).strip()
+    return content, calls
 
 
 def message_to_openai(message: Message) -> dict[str, Any]:

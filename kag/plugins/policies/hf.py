@@ -9,40 +9,14 @@ carry the raw text, so the agent loop tells the model what went wrong instead of
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import PolicyError, PolicyStep, new_call_id, parse_arguments
-from kag.core.records import Message, ToolCall
-from kag.core.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
+from kag.core.policy import TOOL_CALL_RE, PolicyError, PolicyStep, parse_tool_call_text  # noqa: F401
+from kag.core.records import Message
 
-TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-
-
-def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
-    """Split a reply into its prose and its ``<tool_call>`` blocks (an unclosed last block counts)."""
-    calls: list[ToolCall] = []
-    for match in TOOL_CALL_RE.finditer(text):
-        body = match.group(1).strip()
-        if not body:
-            continue
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError as exc:
-            name = re.search(r'"name"\s*:\s*"([^"]+)"', body)
-            calls.append(ToolCall(id=new_call_id(), name=name.group(1) if name else "",
-                                  arguments={RAW_ARGS_KEY: body, PARSE_ERROR_KEY: str(exc)}))
-            continue
-        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-            calls.append(ToolCall(id=new_call_id(), name="", arguments={
-                RAW_ARGS_KEY: body, PARSE_ERROR_KEY: 'a tool call is {"name": ..., "arguments": {...}}'}))
-            continue
-        calls.append(ToolCall(id=new_call_id(), name=value["name"],
-                              arguments=parse_arguments(value.get("arguments", value.get("parameters", {})))))
-    content = TOOL_CALL_RE.sub("", text).strip()
-    return content, calls
+# the parser lives in kag.core.policy (the text-only RL environments use it too)
+parse_tool_calls = parse_tool_call_text
 
 
 def messages_for_template(messages: list[Message]) -> list[dict[str, Any]]:

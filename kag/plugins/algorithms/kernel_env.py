@@ -1,0 +1,395 @@
+"""The CUDA-kernel environments RL stages train on: ``kernel-single`` and ``kernel-agentic``.
+
+Both score with the trusted evaluator (``kag.core.evaluate``) and the selected reward plugin, so
+training sees exactly the reward ``kag run``/``kag eval`` give. ``kernel-single`` (the warm-up
+stage's environment) asks for a whole solution in one message, files in fenced blocks labelled by
+path. ``kernel-agentic`` is the agent loop as an environment: each step is one model message whose
+``<tool_call>`` blocks run in a sandbox, with compile/verify/profile answered through the
+evaluation bridge; the episode's reward is the best solution seen, re-scored at the end.
+Options (``[environments.kernel-single]`` in a train config): dataset ("kernelbench:PATH",
+"local:DIR", "ops6k:FILE"), level, ids, backend ("cuda", "cpu", "auto"), num_timed, warmup,
+tolerance, reward; kernel-agentic adds max_turns, sandbox, sandbox_options, tools.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shutil
+import tempfile
+import weakref
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import attrs
+
+from kag.core.environment import StepResult
+from kag.core.hookspecs import hookimpl
+from kag.core.records import EvalResult, Message, Solution, Task
+
+KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
+SKILL_KEEP_STEP = "2. **Write**"
+
+SINGLE_SYSTEM = """\
+You are an expert CUDA performance engineer. You get a PyTorch reference model (model.py) and must
+write a faster implementation that produces the same outputs: model_new.py plus your own kernels in
+kernels/. You have no tools in this task: answer with the complete solution in one message. It is
+compiled, checked for correctness and timed after you answer. The rules from SKILL.md:
+"""
+
+TOOL_FORMAT = """\
+Call a tool by writing a block <tool_call>{"name": TOOL, "arguments": {...}}</tool_call> (JSON, one
+call per block; several blocks run in order). A message without a tool call ends the episode. Tools:
+"""
+
+
+class AnswerFormatError(ValueError):
+    """A single-turn answer whose files cannot be read; the message says what to fix."""
+
+
+def answer_format(backend: str) -> str:
+    kernel = "```cpp kernels/foo.cpp" if backend == "cpu" else "```cuda kernels/foo.cu"
+    return ("\nAnswer with every file of your solution in a fenced block whose opening line gives the "
+            "language and the file's path:\n\n```python model_new.py\n...\n```\n"
+            f"{kernel}\n...\n```\n```cpp kernels/foo_binding.cpp\n...\n```\n\n"
+            "Only model_new.py and files under kernels/ are accepted, and every fenced block must be "
+            "one of them.\n")
+
+
+def parse_solution_blocks(text: str) -> Solution:
+    """The solution in an answer's fenced blocks (```LANG PATH or ```PATH); strict about paths.
+
+    Raises AnswerFormatError for: no blocks, a block without a path, a path other than
+    model_new.py or kernels/*.{cu,cpp,h,...}, a duplicate path, an unclosed block, no model_new.py.
+    """
+    files: dict[str, str] = {}
+    fence: str | None = None
+    path, body, line_no = "", [], 0
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if fence is None:
+            opened = re.match(r"^\s*(`{3,})(.*)$", line)
+            if not opened:
+                continue
+            fence, path, body = opened.group(1), _block_path(opened.group(2), line_no), []
+        elif line.strip() == fence:
+            if path in files:
+                raise AnswerFormatError(f"{path} appears twice; give each file once")
+            files[path] = "\n".join(body) + "\n"
+            fence = None
+        else:
+            body.append(line)
+    if fence is not None:
+        raise AnswerFormatError(f"the block for {path} (opened before line {line_no}) is never closed with {fence}")
+    if not files:
+        raise AnswerFormatError("no fenced files found; put model_new.py in a block opened with ```python model_new.py")
+    if "model_new.py" not in files:
+        raise AnswerFormatError(f"no model_new.py block (got {', '.join(sorted(files))}); "
+                                f"open it with ```python model_new.py")
+    kernels = {p[len("kernels/"):]: code for p, code in files.items() if p != "model_new.py"}
+    return Solution(model_new=files["model_new.py"], kernels=kernels)
+
+
+def _block_path(info: str, line_no: int) -> str:
+    tokens = info.split()
+    if not tokens or len(tokens) > 2 or (len(tokens) == 1 and "." not in tokens[0]):
+        raise AnswerFormatError(f"line {line_no}: a fenced block must be labelled with its path, like "
+                                f"```python model_new.py or ```cuda kernels/foo.cu (got {info.strip()!r})")
+    raw = tokens[-1].removeprefix("./")
+    rel = PurePosixPath(raw)
+    if raw == "model_new.py":
+        return raw
+    if (raw.startswith("kernels/") and len(rel.parts) > 1 and ".." not in rel.parts
+            and rel.suffix in KERNEL_SUFFIXES):
+        return rel.as_posix()
+    raise AnswerFormatError(f"line {line_no}: {raw!r} is not a solution file; only model_new.py and "
+                            f"kernels/NAME{{{','.join(KERNEL_SUFFIXES)}}} are accepted")
+
+
+@functools.lru_cache(maxsize=4)
+def skill_summary(backend: str) -> str:
+    """SKILL.md without the tool workflow (single-turn answers cannot compile or profile): the
+    intro, files, how to write kernels, what is allowed and forbidden, and the CPU notes on cpu."""
+    import importlib.resources
+
+    text = (Path(str(importlib.resources.files("kag.skill"))) / "SKILL.md").read_text(encoding="utf-8")
+    out = []
+    for section in re.split(r"(?m)^(?=## )", text):
+        title = section.splitlines()[0] if section.strip() else ""
+        if title.startswith("## Workflow"):
+            step = section[section.find(SKILL_KEEP_STEP):]
+            section = "## How to write the kernels\n\n" + step[:step.find("\n3. ")].strip() + "\n\n"
+        elif title.startswith("## CPU backend") and backend != "cpu":
+            continue
+        out.append(section)
+    return "".join(out).strip() + "\n"
+
+
+@functools.lru_cache(maxsize=16)
+def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
+    from kag.core.plugins import Plugins
+    from kag.core.tasks import parse_dataset_spec
+
+    name, path = parse_dataset_spec(dataset)
+    opts = {k: v for k, v in (("path", path), ("level", level), ("ids", ids)) if v is not None}
+    loaded = Plugins().create("dataset", name, **opts).load()
+    if not loaded.tasks:
+        why = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped[:3]) if loaded.skipped else "no task files"
+        raise ValueError(f"dataset {dataset!r} (level={level}, ids={ids}) has no usable task ({why}); "
+                         f"check the path and the level/ids filters")
+    return tuple(loaded.tasks)
+
+
+def _resolve_backend(backend: str) -> str:
+    if backend not in ("cuda", "cpu", "auto"):
+        raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
+    if backend == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return backend
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _result_info(result: EvalResult) -> dict[str, Any]:
+    return {"right": result.ok, "compiled": result.compiled, "correct": result.correct,
+            "error_kind": result.error_kind, "speedup_vs_eager": result.speedup_vs_eager,
+            "speedup_vs_compile": result.speedup_vs_compile, "eval_s": result.durations_s.get("total")}
+
+
+class KernelEnvBase:
+    """Tasks from a dataset plugin, the evaluator's options, and the reward of a failure."""
+
+    def __init__(self, dataset: str | None = None, level: Any = None, ids: Any = None, backend: str = "auto",
+                 num_timed: int = 20, warmup: int = 3, tolerance: str | None = None, reward: str | None = None,
+                 plugins: Any = None):
+        from kag.core.evaluate import EvalOptions
+        from kag.core.plugins import Plugins
+
+        if not dataset:
+            raise ValueError('kernel environment: set dataset = "kernelbench:PATH" (or "local:DIR", '
+                             '"ops6k:FILE") in [environments.NAME]')
+        self.tasks = {t.name: t for t in _load_tasks(dataset, _freeze(level), _freeze(ids))}
+        self.backend = _resolve_backend(backend)
+        self.plugins = plugins or Plugins()
+        self.options = EvalOptions(backend=self.backend, num_timed=int(num_timed), warmup=int(warmup),
+                                   tolerance=tolerance, reward=reward)
+        self.task: Task | None = None
+        self.done = True
+        self.last_result: EvalResult | None = None
+
+    def sample_tasks(self, n: int, rng: Any) -> list[str]:
+        names = sorted(self.tasks)
+        return [rng.choice(names) for _ in range(n)]
+
+    def _task(self, task: Any) -> Task:
+        if isinstance(task, Task):
+            return task
+        if task not in self.tasks:
+            raise ValueError(f"unknown task {task!r}; this environment's tasks: {', '.join(sorted(self.tasks)[:10])}")
+        return self.tasks[task]
+
+    def close(self) -> None:
+        """Nothing to release here; the agentic environment overrides this."""
+
+    def _failure(self, reason: str, invalid: bool = True) -> StepResult:
+        """The reward plugin's value for a failed result (-1 for milestone), with the reason."""
+        assert self.task is not None
+        result = EvalResult(task=self.task.name, backend=self.backend, error=reason, error_kind="exception")
+        reward = (self.plugins.create("reward", self.options.reward) if self.options.reward
+                  else self.plugins.create("reward"))
+        self.last_result, self.done = result, True
+        info: dict[str, Any] = {"reason": reason, "right": False}
+        if invalid:
+            info["invalid_action"] = True
+        return StepResult(None, float(reward(result)), True, info)
+
+    def _scored(self, solution: Any, info: dict[str, Any]) -> StepResult:
+        from kag.core.evaluate import evaluate
+
+        assert self.task is not None
+        result = evaluate(self.task, solution, self.options, self.plugins)
+        self.last_result, self.done = result, True
+        value = result.reward.value if result.reward else -1.0
+        return StepResult(None, float(value), True, {**info, **_result_info(result)})
+
+
+class KernelSingleTurnEnv(KernelEnvBase):
+    """One message, one solution: fenced files parsed strictly, then the trusted evaluator."""
+
+    def reset(self, task: Any) -> list[Message]:
+        from kag.core.agent import task_prompt
+
+        self.task, self.done, self.last_result = self._task(task), False, None
+        return [Message("system", SINGLE_SYSTEM + "\n" + skill_summary(self.backend)),
+                Message("user", task_prompt(self.task, self.backend) + answer_format(self.backend))]
+
+    def step(self, action: str) -> StepResult:
+        if self.task is None or self.done:
+            raise RuntimeError("kernel-single: step() before reset() or after the episode ended")
+        try:
+            solution = parse_solution_blocks(action)
+        except AnswerFormatError as exc:
+            return self._failure(f"unparseable answer: {exc}")
+        return self._scored(solution, {"files": 1 + len(solution.kernels)})
+
+
+@attrs.define(eq=False)
+class _Episode:
+    """One agentic episode's resources; ``close`` releases them (idempotent)."""
+
+    tmp: Path
+    bridge: Any = None
+    handle: Any = None
+    ctx: Any = None
+    evaluator: Any = None
+    turns: int = 0
+
+    def close(self) -> None:
+        for part in (self.ctx, self.handle, self.bridge):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception:
+                    pass
+        self.ctx = self.handle = self.bridge = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _close_all(episodes: list[_Episode]) -> None:
+    while episodes:
+        episodes.pop().close()
+
+
+class KernelAgenticEnv(KernelEnvBase):
+    """The agent loop as an environment: tool calls in, observations out, reward at the end.
+
+    ``max_turns`` (default 150, the paper's training budget) should not exceed the trainer's own
+    turn limit: an episode the trainer cuts short never reaches its final scoring unless the
+    trainer calls ``truncate()``.
+    """
+
+    def __init__(self, max_turns: int = 150, sandbox: str | None = None, sandbox_options: dict | None = None,
+                 tools: list[str] | None = None, tool_options: dict | None = None, **options: Any):
+        from kag.core.toolkit import build_tools
+
+        super().__init__(**options)
+        if int(max_turns) < 1:
+            raise ValueError(f"kernel-agentic: max_turns must be >= 1, got {max_turns}")
+        self.max_turns = int(max_turns)
+        self.sandbox = self.plugins.create("sandbox", sandbox, **dict(sandbox_options or {})) if sandbox \
+            else self.plugins.create("sandbox", **dict(sandbox_options or {}))
+        self.tools = build_tools(self.plugins, tools, tool_options)
+        self._live: list[_Episode] = []
+        weakref.finalize(self, _close_all, self._live)
+
+    @property
+    def episode(self) -> _Episode | None:
+        return self._live[-1] if self._live else None
+
+    def system_prompt(self, skill: str) -> str:
+        from kag.core.agent import SYSTEM_PROMPT
+        from kag.core.toolkit import tool_schemas
+
+        schemas = "\n".join(json.dumps(s["function"], separators=(",", ":")) for s in tool_schemas(self.tools))
+        return f"{SYSTEM_PROMPT}\n{TOOL_FORMAT}{schemas}\n\n{skill}"
+
+    def reset(self, task: Any) -> list[Message]:
+        from kag.core.agent import EpisodeEvaluator, task_prompt
+        from kag.core.bridge import EvalBridge
+        from kag.core.toolkit import ToolContext
+        from kag.core.workspace import make_workspace
+
+        self.close()
+        self.task, self.done, self.last_result = self._task(task), False, None
+        ep = _Episode(Path(tempfile.mkdtemp(prefix="kag-env-")))
+        self._live.append(ep)
+        try:
+            template = make_workspace(self.task, ep.tmp / "template", backend=self.backend)
+            ep.bridge = EvalBridge(lambda action, args: ep.evaluator(action, args), ep.tmp / "bridge")
+            ep.handle = self.sandbox.start(template, bridge_dir=ep.bridge.directory)
+            ep.evaluator = EpisodeEvaluator(self.task, ep.handle.path(), self.options, self.plugins)
+            ep.ctx = ToolContext.from_sandbox(ep.handle)
+            skill = (ep.ctx.root / "SKILL.md").read_text(encoding="utf-8")
+        except Exception:
+            self.close()
+            raise
+        return [Message("system", self.system_prompt(skill)), Message("user", task_prompt(self.task, self.backend))]
+
+    def malformed(self, call: Any) -> str | None:
+        """Why a parsed tool call is invalid (unparseable, unknown tool, bad arguments), or None."""
+        from kag.core.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
+
+        if RAW_ARGS_KEY in call.arguments:
+            return f"unparseable tool call: {call.arguments.get(PARSE_ERROR_KEY)}"
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return f"unknown tool {call.name!r}"
+        errors = tool.validate(call.arguments) if hasattr(tool, "validate") else []
+        return f"{call.name}: {'; '.join(errors)}" if errors else None
+
+    def step(self, action: str) -> StepResult:
+        from kag.core.policy import parse_tool_call_text
+        from kag.core.toolkit import call_tool, observation_message
+
+        ep = self.episode
+        if self.task is None or self.done or ep is None:
+            raise RuntimeError("kernel-agentic: step() before reset() or after the episode ended")
+        ep.turns += 1
+        _, calls = parse_tool_call_text(action)
+        if not calls:
+            return self.finish("model_stopped")
+        observations, problems, errors = [], [], 0
+        for call in calls:
+            problem = self.malformed(call)
+            if problem:
+                problems.append(problem)
+            out = call_tool(self.tools, ep.ctx, call)
+            errors += bool(out.is_error)
+            observations.append(observation_message(call, out))
+        info: dict[str, Any] = {"tool_calls": len(calls), "tool_errors": errors,
+                                "evaluations": len(ep.evaluator.drain())}
+        if problems:
+            info.update(invalid_action=True, reason="; ".join(problems))
+        if ep.turns >= self.max_turns:
+            final = self.finish("turn_budget")
+            final.observation, final.info = observations, {**info, **final.info}
+            return final
+        return StepResult(observations, 0.0, False, info)
+
+    def truncate(self) -> StepResult:
+        """End the episode now (a trainer's own budget ran out): final scoring as usual."""
+        if self.done or self.episode is None:
+            raise RuntimeError("kernel-agentic: truncate() with no episode running")
+        return self.finish("truncated")
+
+    def finish(self, stop_reason: str) -> StepResult:
+        """Best timed-correct solution seen (else the workspace), re-scored after the sandbox closes."""
+        from kag.core.workspace import WorkspaceError, read_solution
+
+        ep = self.episode
+        assert ep is not None and self.task is not None
+        try:
+            best = ep.evaluator.best()
+            solution = best or read_solution(ep.handle.path())
+        except WorkspaceError as exc:
+            self.close()
+            result = self._failure(f"no solution to score: {exc}", invalid=False)
+            result.info["stop_reason"] = stop_reason
+            return result
+        self.close()
+        return self._scored(solution, {"stop_reason": stop_reason, "best_from": "profiled" if best else "workspace",
+                                       "turns": ep.turns})
+
+    def close(self) -> None:
+        """Stop the sandbox and the bridge, remove the episode's files (safe to call twice)."""
+        _close_all(self._live)
+
+
+@hookimpl
+def kag_register_environments(register) -> None:
+    register("kernel-single", KernelSingleTurnEnv)
+    register("kernel-agentic", KernelAgenticEnv)
