@@ -124,18 +124,24 @@ class Stage:
                 self.tokenizer = load_tokenizer(self._tokenizer_source(resuming))
         if self.trains_actor:
             self.actor_engine = make_engine(cfg.engine, self.actor, cfg.actor_lr, cfg.weight_decay, cfg.grad_clip,
-                                            cfg.zero_stage, cfg.bf16)
+                                            cfg.zero_stage, cfg.bf16, **self._batch_shape())
             self.actor = self.actor_engine.module
             if resuming:
                 self.actor_engine.load_optimizer(self.ckpt / "actor")
         if self.needs_critic:
             self.critic_engine = make_engine(cfg.engine, self.critic, cfg.critic_lr, cfg.weight_decay,
-                                             cfg.grad_clip, cfg.zero_stage, cfg.bf16)
+                                             cfg.grad_clip, cfg.zero_stage, cfg.bf16, **self._batch_shape())
             self.critic = self.critic_engine.module
             if resuming:
                 self.critic_engine.load_optimizer(self.ckpt / "critic")
         self.logger = MetricLogger(self.out, self.name, cfg.tensorboard)
         self.logger.truncate(self.step if resuming else 0)
+
+    def _batch_shape(self) -> dict[str, int]:
+        """Micro-batch size and micro-batches per optimiser step (DeepSpeed's batch config)."""
+        cfg = self.config
+        micro = min(cfg.micro_batch_size, cfg.mini_batch_size)
+        return {"micro_batch_size": micro, "accumulation_steps": -(-cfg.mini_batch_size // micro)}
 
     def _tokenizer_source(self, resuming: bool) -> str:
         cfg = self.config

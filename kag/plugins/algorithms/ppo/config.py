@@ -44,6 +44,8 @@ class TrainConfig:
     engine: str = "torch"  # "torch" or "deepspeed"
     zero_stage: int = 2
     bf16: bool = True  # DeepSpeed only
+    rollout_engine: str = "hf"  # "hf" (the actor samples itself) or "vllm" (in-process engine, synced each step)
+    vllm_options: dict[str, Any] = attrs.field(factory=dict)  # extra vllm.LLM(...) keywords, e.g. gpu_memory_utilization
     # schedule
     steps: int = 10
     episodes_per_step: int = 16
@@ -98,6 +100,12 @@ class TrainConfig:
             raise bad(f"loss_agg must be token-mean or seq-mean-token-mean, got {self.loss_agg!r}")
         if self.kl_mode not in ("loss", "reward"):
             raise bad(f"kl_mode must be \"loss\" or \"reward\", got {self.kl_mode!r}")
+        if self.engine not in ("torch", "deepspeed"):
+            raise bad(f"engine must be \"torch\" or \"deepspeed\", got {self.engine!r}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise bad(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        if self.rollout_engine not in ("hf", "vllm"):
+            raise bad(f"rollout_engine must be \"hf\" or \"vllm\", got {self.rollout_engine!r}")
         if self.kl_type not in ("k1", "k3", "low_var_kl"):
             raise bad(f"kl_type must be k1, k3 or low_var_kl, got {self.kl_type!r}")
         if self.stage in ("rft", "value-pretrain") and not self.data:

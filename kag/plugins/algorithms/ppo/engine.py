@@ -37,31 +37,67 @@ class TorchEngine:
             self.optimizer.load_state_dict(torch.load(file, map_location="cpu", weights_only=False))
 
 
+def deepspeed_config(lr: float, weight_decay: float, grad_clip: float, zero_stage: int, bf16: bool,
+                     micro_batch_size: int = 1, accumulation_steps: int = 1) -> dict[str, Any]:
+    """The ``deepspeed.initialize`` config: ZeRO stage, bf16, AdamW with the configured lr.
+
+    ``torch_adam`` makes DeepSpeed wrap ``torch.optim.AdamW`` instead of JIT-compiling its fused CUDA
+    Adam (a wheel built with DS_BUILD_OPS=0 has no prebuilt ops). The batch sizes are what one
+    optimiser step sees; the stages still mark accumulation boundaries themselves.
+    """
+    return {
+        "train_micro_batch_size_per_gpu": micro_batch_size,
+        "gradient_accumulation_steps": accumulation_steps,
+        "gradient_clipping": grad_clip,
+        "zero_optimization": {"stage": zero_stage},
+        "bf16": {"enabled": bf16},
+        "optimizer": {"type": "AdamW", "params": {"lr": lr, "weight_decay": weight_decay, "betas": [0.9, 0.95],
+                                                  "torch_adam": True, "adam_w_mode": True}},
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+
+
+def single_process_env() -> None:
+    """Without the ``deepspeed`` launcher (one GPU, or the CPU), stand in for the variables it sets."""
+    import os
+    import socket
+
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update({"MASTER_ADDR": os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                       "MASTER_PORT": os.environ.get("MASTER_PORT", str(port)),
+                       "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
+
+
 class DeepSpeedEngine:
-    """ZeRO (stage 1-3) through ``deepspeed.initialize``; run under the ``deepspeed`` launcher for
-    several GPUs or nodes. Micro-batch boundaries are set explicitly because the number of
-    micro-batches per optimiser step follows the rollout batch."""
+    """ZeRO (stage 0-3) through ``deepspeed.initialize``; run under the ``deepspeed`` launcher for
+    several GPUs or nodes, or as a plain process for one. Micro-batch boundaries are set explicitly
+    because the number of micro-batches per optimiser step follows the rollout batch.
+
+    Checkpoints hold both formats: ``deepspeed/`` (``save_checkpoint``: bf16 module, fp32 master
+    weights, optimizer state, one shard per rank) for resuming, and the Hugging Face model
+    (``save_pretrained``) for the next stage or for serving."""
 
     def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float = 0.0, grad_clip: float = 1.0,
-                 zero_stage: int = 2, bf16: bool = True):
+                 zero_stage: int = 2, bf16: bool = True, micro_batch_size: int = 1, accumulation_steps: int = 1):
         import deepspeed
 
-        config = {
-            "train_micro_batch_size_per_gpu": 1,
-            "gradient_accumulation_steps": 1,
-            "gradient_clipping": grad_clip,
-            "zero_optimization": {"stage": zero_stage},
-            "bf16": {"enabled": bf16},
-            "optimizer": {"type": "AdamW", "params": {"lr": lr, "weight_decay": weight_decay, "betas": [0.9, 0.95]}},
-        }
+        single_process_env()
+        deepspeed.init_distributed()
+        self.config = deepspeed_config(lr, weight_decay, grad_clip, zero_stage, bf16, micro_batch_size,
+                                       accumulation_steps)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=model, model_parameters=[p for p in model.parameters() if p.requires_grad], config=config)
+            model=model, model_parameters=[p for p in model.parameters() if p.requires_grad], config=self.config)
         self.module = self.engine.module
         self.zero_stage = zero_stage
 
     def backward(self, loss: torch.Tensor, last_micro: bool = True) -> None:
         self.engine.set_gradient_accumulation_boundary(last_micro)
-        self.engine.backward(loss, scale_wrt_gas=False)
+        self.engine.backward(loss, scale_wrt_gas=False)  # losses are already normalised per global batch
 
     def step(self) -> float:
         self.engine.set_gradient_accumulation_boundary(True)
@@ -72,7 +108,7 @@ class DeepSpeedEngine:
     def save(self, path: Path, tokenizer: Any | None = None) -> None:
         import deepspeed
 
-        self.engine.save_checkpoint(str(path / "deepspeed"))
+        self.engine.save_checkpoint(str(path / "deepspeed"), tag="latest_step")
         params = list(self.module.parameters()) if self.zero_stage == 3 else []
         with deepspeed.zero.GatheredParameters(params, enabled=self.zero_stage == 3):
             if self.engine.global_rank == 0:
@@ -81,12 +117,16 @@ class DeepSpeedEngine:
                     tokenizer.save_pretrained(path)
 
     def load_optimizer(self, path: Path) -> None:
+        """Resume module, fp32 master weights and optimizer state from ``path/deepspeed``."""
         if (path / "deepspeed").is_dir():
-            self.engine.load_checkpoint(str(path / "deepspeed"), load_module_strict=False)
+            load_path, _ = self.engine.load_checkpoint(str(path / "deepspeed"), load_module_strict=False)
+            if load_path is None:
+                raise RuntimeError(f"{path / 'deepspeed'}: DeepSpeed found no checkpoint to resume from")
 
 
 def make_engine(kind: str, model: torch.nn.Module, lr: float, weight_decay: float, grad_clip: float,
-                zero_stage: int = 2, bf16: bool = True) -> TorchEngine | DeepSpeedEngine:
+                zero_stage: int = 2, bf16: bool = True, micro_batch_size: int = 1,
+                accumulation_steps: int = 1) -> TorchEngine | DeepSpeedEngine:
     if kind == "torch":
         return TorchEngine(model, lr, weight_decay, grad_clip)
     if kind == "deepspeed":
@@ -95,5 +135,6 @@ def make_engine(kind: str, model: torch.nn.Module, lr: float, weight_decay: floa
         except ImportError as exc:
             raise RuntimeError("engine = \"deepspeed\" needs DeepSpeed: pip install deepspeed "
                                "(or set engine = \"torch\" in the train config)") from exc
-        return DeepSpeedEngine(model, lr, weight_decay, grad_clip, zero_stage, bf16)
+        return DeepSpeedEngine(model, lr, weight_decay, grad_clip, zero_stage, bf16, micro_batch_size,
+                               accumulation_steps)
     raise ValueError(f"unknown engine {kind!r}; choose \"torch\" or \"deepspeed\"")

@@ -68,7 +68,8 @@ class ValueModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         pos = position_ids(attention_mask)
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos)
-        return self.value_head(out.last_hidden_state.float()).squeeze(-1)
+        hidden = out.last_hidden_state.to(self.value_head.weight.dtype)  # bf16 under DeepSpeed, else fp32
+        return self.value_head(hidden).float().squeeze(-1)
 
     def save_pretrained(self, path: str | Path) -> None:
         path = Path(path)

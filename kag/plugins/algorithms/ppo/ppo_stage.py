@@ -156,16 +156,22 @@ class PPOStage(Stage):
         self.setup()
         cfg = self.config
         ref = self._reference()
+        rollout = self._rollout_engine()
         envs = self.make_envs(cfg.episodes_per_step)
         max_turns = 1 if self.single_turn else cfg.max_turns
         last: dict[str, Any] = {}
         while self.step < cfg.steps:
             t0 = time.time()
+            if rollout is not None:
+                rollout.sync_weights(self.actor)  # the engine samples with this step's actor
             tasks = envs[0].sample_tasks(cfg.episodes_per_step, self.rng)
             trajs = run_episodes(self.actor, self.tokenizer, envs, tasks, max_turns=max_turns,
                                  max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
-                                 temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment)
+                                 temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment,
+                                 sampler=rollout.sample if rollout is not None else None)
             t_roll = time.time() - t0
+            if rollout is not None:
+                rollout.sleep()  # frees the engine's GPU memory for the update (when sleep mode is on)
             batch = collate([trajectory_to_sample(t) for t in trajs], self.tokenizer.pad_token_id, self.device)
             metrics = {**batch_stats(batch), **success_rate(trajs)}
             metrics.update(prepare(self, batch, ref))
@@ -178,7 +184,20 @@ class PPOStage(Stage):
             self.maybe_checkpoint(last=self.step >= cfg.steps)
             last = metrics
         self.logger.close()
+        if rollout is not None:
+            rollout.shutdown()
         return {"stage": self.name, "step": self.step, "output_dir": str(self.out), **last}
+
+    def _rollout_engine(self) -> Any | None:
+        """The vLLM engine when ``rollout_engine = "vllm"`` (built from the actor as it is now)."""
+        cfg = self.config
+        if cfg.rollout_engine != "vllm":
+            return None
+        from kag.plugins.algorithms.ppo.vllm_rollout import VLLMRollout, export_for_vllm
+
+        path = export_for_vllm(self.actor, self.tokenizer, self.out / "rollout_model")
+        options = {"seed": cfg.seed, "max_model_len": cfg.max_context, **cfg.vllm_options}
+        return VLLMRollout(path, **options)
 
 
 class WarmupPPO(PPOStage):

@@ -74,9 +74,13 @@ class _Episode:
 def run_episodes(
     actor: Any, tokenizer: Any, envs: Sequence[Any], tasks: Sequence[Any], *, max_turns: int,
     max_new_tokens: int, max_context: int = 4096, temperature: float = 1.0,
-    generator: torch.Generator | None = None, env_name: str = "environment",
+    generator: torch.Generator | None = None, env_name: str = "environment", sampler: Any | None = None,
 ) -> list[Trajectory]:
-    """Play one episode per (env, task) in lock step, batching generation across episodes."""
+    """Play one episode per (env, task) in lock step, batching generation across episodes.
+
+    ``sampler`` (same arguments as ``sample_tokens`` without the actor, e.g. a vLLM engine's
+    ``sample``) replaces sampling with the actor itself.
+    """
     if len(envs) < len(tasks):
         raise ValueError(f"{len(tasks)} tasks need as many environment slots, got {len(envs)}")
     chat = ChatFormat(tokenizer)
@@ -94,8 +98,9 @@ def run_episodes(
             live = [e for e in eps if not e.done]
             if not live:
                 break
-            gens = sample_tokens(actor, [e.context for e in live], max_new_tokens, tokenizer.eos_token_id,
-                                 tokenizer.pad_token_id, temperature, generator)
+            sample = sampler or (lambda *a: sample_tokens(actor, *a))
+            gens = sample([e.context for e in live], max_new_tokens, tokenizer.eos_token_id,
+                          tokenizer.pad_token_id, temperature, generator)
             for e, (ids, logps) in zip(live, gens):
                 text = tokenizer.decode(ids, skip_special_tokens=True)
                 result = as_step_result(e.env.step(text), env_name)
