@@ -1,11 +1,17 @@
 """Run every CUDA case of the adversarial corpus (tests/adversarial/cases.py) through the real
 evaluator on this machine's GPU and print a table: case, expected, got, ok.
 
-    python bench/adversarial.py [--only NAME,...] [--no-timing] [--cpu]
+    python bench/adversarial.py [--only NAME,...] [--no-timing] [--cpu] [--shard K/N] [--jobs J]
 
-Writes adversarial.json (every row plus the device) to $OUT when it is set. Exit status 1 when
-any case gets the wrong verdict. After each fault, GPU memory in use is checked to be back where it
-was (the column ``mem_mb`` is the change in this process's view of device memory in use).
+Every case goes through ``tests.adversarial.runner.run_case``: the same ``kag.core.evaluate`` wiring
+(static guards, build, judge, runtime guards in the candidate, re-checked timed iterations) that the
+CPU tests use; it refuses to run until ``kag.core.evaluate.RUNTIME_GUARDS_WIRED`` is set.
+Writes adversarial.json (every row plus the device) and adversarial.md (the table) to $OUT when it
+is set. Exit status 1 when any case gets the wrong verdict. After each fault, GPU memory in use is
+checked to be back where it was (the column ``mem_mb`` is the change in device memory in use; only
+with --jobs 1). ``--shard K/N`` runs every N-th case from the K-th (1-based), to stay under a
+per-command time limit; ``--jobs J`` builds J solutions at once (the GPU is still used by one
+evaluation at a time: kag's GPU pool holds it exclusively while checking and timing).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,39 +43,61 @@ def used_mb() -> float | None:
         return None
 
 
+def markdown(rows: list[dict], device: str, backend: str) -> str:
+    """The committed form of the table (bench/adversarial.md)."""
+    right = sum(r["ok"] for r in rows)
+    fp = sum(r["honest"] and not r["ok"] for r in rows)
+    lines = [f"# Adversarial corpus ({backend}) on {device}", "",
+             f"{right}/{len(rows)} verdicts right; false positives: {fp}", "",
+             "| case | expected | got | ok |", "|---|---|---|---|"]
+    for r in rows:
+        got = r["got"].replace("|", "\\|").replace("\n", " ")[:200]
+        lines.append(f"| {r['case']} | {r['expected'].replace('|', '/')} | {got} | {'yes' if r['ok'] else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of case names")
     parser.add_argument("--no-timing", action="store_true", help="skip the timed phase (faster)")
     parser.add_argument("--cpu", action="store_true", help="run the CPU twins instead")
     parser.add_argument("--force", action="store_true", help="run even if the runtime guards are not wired")
+    parser.add_argument("--shard", default="1/1", help="K/N: run cases K, K+N, K+2N, ... (1-based)")
+    parser.add_argument("--jobs", type=int, default=1, help="evaluations in flight (builds overlap)")
     args = parser.parse_args()
+    k, _, n = args.shard.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        parser.error(f"--shard takes K/N with 1 <= K <= N, got {args.shard!r}")
     reason = evaluator_ready()
     if reason and not args.force:
         print(f"not running: {reason}", file=sys.stderr)
         return 2
     backend = "cpu" if args.cpu else "cuda"
     only = {n for n in args.only.split(",") if n}
-    selected = [c for c in cases(backend) if not only or c.name in only]
+    selected = [c for c in cases(backend) if not only or c.name in only][int(k) - 1::int(n)]
     plugins = guard_plugins()
     rows = []
     base = used_mb()
     print(f"{'case':34s} {'expected':28s} {'ok':5s} {'s':>6s} {'mem_mb':>7s}  got")
-    for case in selected:
+
+    def run_one(case):  # noqa: ANN001, ANN202
         start = time.perf_counter()
         try:
             result = run_case(case, plugins, do_timing=not args.no_timing)
             ok, got = matches(case, result), describe(result)
         except Exception as exc:  # noqa: BLE001 - the evaluator itself failed: a wrong verdict
             ok, got = False, f"evaluator raised {type(exc).__name__}: {exc}"
-        seconds = time.perf_counter() - start
-        now = used_mb()
-        delta = None if now is None or base is None else round(now - base, 1)
-        expected = case.expect + (f" ({case.detail})" if case.detail else "")
-        rows.append({"case": case.id, "expected": expected, "got": got, "ok": ok, "seconds": round(seconds, 2),
-                     "gpu_mem_delta_mb": delta, "honest": case.honest})
-        print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} {'' if delta is None else delta:>7}  "
-              f"{got[:120]}", flush=True)
+        return case, ok, got, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for case, ok, got, seconds in pool.map(run_one, selected):
+            now = used_mb() if args.jobs <= 1 else None
+            delta = None if now is None or base is None else round(now - base, 1)
+            expected = case.expect + (f" ({case.detail})" if case.detail else "")
+            rows.append({"case": case.id, "expected": expected, "got": got, "ok": ok, "seconds": round(seconds, 2),
+                         "gpu_mem_delta_mb": delta, "honest": case.honest})
+            print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} "
+                  f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
     wrong = [r for r in rows if not r["ok"]]
     false_positives = [r for r in rows if r["honest"] and not r["ok"]]
     print(f"\n{len(rows) - len(wrong)}/{len(rows)} verdicts right; false positives: {len(false_positives)}")
@@ -79,6 +108,7 @@ def main() -> int:
         device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
         Path(out, "adversarial.json").write_text(json.dumps({"device": device, "backend": backend, "rows": rows,
                                                              "false_positives": len(false_positives)}, indent=1))
+        Path(out, "adversarial.md").write_text(markdown(rows, device, backend))
     return 1 if wrong else 0
 
 

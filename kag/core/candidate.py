@@ -8,8 +8,12 @@ and anything it started, and it dies with the judge.
 Protocol (judge -> candidate, candidate -> judge):
 ``("ready", info)`` after import and construction; ``("state", sd)`` -> ``("loaded", info)``;
 ``("inputs", tensors)`` (the shared input buffer, kept); ``("check", k)`` -> ``("outputs", k, out)``;
-``("time", opts)`` -> per iteration ``("refill", i)`` <- ``("filled", i)``, then ``("timing", info)``;
-``("guards", None)`` -> ``("violations", [...])``; ``("exit", None)``. Any failure -> ``("error", kind, msg)``.
+``("guards", {alternate, reference_output_types, reference_outputs_differ})`` ->
+``("violations", [...], "alternate" | "first", output)`` (one untimed forward inside every runtime
+guard, between two checks the judge picks in secret; the last output goes back to be checked too);
+``("time", opts)`` -> per iteration ``("refill", i)`` <- ``("filled", i, keep_previous)``, a last
+``("refill", iters)`` <- ``("filled", iters, keep_last)``, then ``("timing", info)`` with the kept
+outputs; ``("exit", None)``. Any failure -> ``("error", kind, msg)``.
 """
 
 from __future__ import annotations
@@ -107,22 +111,153 @@ def _import_model_new(path: str, module_dir: str | None) -> Any:
     return module
 
 
-def _runtime_guards(names: list[str], selection: dict[str, list[str]]) -> list[Any]:
-    """Runtime hooks of the named guard plugins (issue 4): objects with optional
-    ``before_import()``, ``around_forward()`` (a context manager) and ``violations()``."""
+def rebuild_plugins(selection: dict[str, list[str]], extra_builtins: list[str] | tuple[str, ...] = ()) -> Any:
+    """The evaluator's plugin registry, rebuilt from plain names in a spawned process."""
+    from kag.core.plugins import DEFAULT_PLUGINS, Plugins
+
+    builtins = DEFAULT_PLUGINS + tuple(m for m in extra_builtins if m not in DEFAULT_PLUGINS)
+    plugins = Plugins(builtins=builtins)
+    plugins.select({kind: list(names) for kind, names in selection.items()})
+    return plugins
+
+
+def runtime_guards(spec: dict[str, Any]) -> list[Any]:
+    """The guards with a ``check_forward``, built here from their plugin names (never pickled)."""
+    names = spec.get("runtime_guards") or []
     if not names:
         return []
-    from kag.core.plugins import Plugins
+    plugins = rebuild_plugins(spec.get("plugin_selection", {}), spec.get("plugin_builtins", ()))
+    return [plugins.create("guard", name, **spec.get("guard_options", {})) for name in names]
 
-    plugins = Plugins.from_names(selection)
-    hooks = []
-    for name in names:
-        guard = plugins.create("guard", name)
-        make = getattr(guard, "runtime", None)
-        hook = make() if callable(make) else None
-        if hook is not None:
-            hooks.append((name, hook))
-    return hooks
+
+def extension_path(module_dir: str | None) -> str | None:
+    """The built ``cuda_extension*.so`` (the provenance guard lists the functions it defines)."""
+    if not module_dir:
+        return None
+    found = sorted(p for p in os.listdir(module_dir) if p.startswith("cuda_extension") and p.endswith((".so", ".pyd")))
+    return os.path.join(module_dir, found[0]) if found else None
+
+
+def clone_outputs(obj: Any) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone_outputs(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: clone_outputs(v) for k, v in obj.items()}
+    return obj
+
+
+class Session:
+    """The candidate's side of the protocol, around one ``ModelNew`` instance."""
+
+    def __init__(self, spec: dict[str, Any], model: Any, clock: Any, guards: list[Any], snapshot: dict[str, Any],
+                 send: Any, recv: Any):
+        self.spec, self.model, self.clock, self.guards = spec, model, clock, guards
+        self.snapshot, self.send, self.recv = snapshot, send, recv
+        self.inputs: list[Any] = []
+        self.shapes: list[Any] = []  # (shape, element size, device) of the last outputs, to poison for
+
+    def forward(self) -> Any:
+        return self.model(*self.inputs)
+
+    def poison(self) -> None:
+        """Poison the memory the next output will likely get, so an unwritten one shows it."""
+        from kag.core.guarding import poison_shapes
+
+        if self.shapes:
+            poison_shapes(self.shapes)
+
+    def remember_shapes(self, out: Any) -> None:
+        from kag.core.guarding import iter_tensors, tensor_shapes
+
+        self.shapes = tensor_shapes(iter_tensors(out))
+
+    def check(self, k: int) -> None:
+        import torch
+
+        if not self.shapes:
+            from kag.core.guarding import iter_tensors, tensor_shapes
+
+            self.shapes = tensor_shapes(iter_tensors(self.inputs))
+        self.poison()
+        with torch.no_grad():
+            out = self.forward()
+        self.clock.synchronize()
+        self.remember_shapes(out)
+        self.send(("outputs", k, out))
+
+    def guard(self, arg: dict[str, Any]) -> None:
+        """One untimed forward inside every runtime guard; inputs B go into the SAME tensors."""
+        import torch
+
+        from kag.core.guarding import ForwardInfo, run_runtime_guards
+
+        alternate = list(arg.get("alternate") or [])
+        last: list[Any] = []  # the alternate call's output: the judge checks it against ref(B)
+
+        def alternate_call() -> Any:
+            for dst, src in zip(self.inputs, alternate):
+                if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                    dst.copy_(src)
+            out = self.forward()
+            last.append(out)
+            return out
+
+        opts = self.spec.get("guard_options", {})
+        info = ForwardInfo(
+            device="cuda" if self.clock.cuda else "cpu", extension_path=extension_path(self.spec.get("module_dir")),
+            solution_dir=os.path.dirname(self.spec["model_new_path"]),
+            allow_cublas=bool(opts.get("allow_cublas", True)), allow_cudnn=bool(opts.get("allow_cudnn", True)),
+            reference_output_types=arg.get("reference_output_types"),
+            alternate_call=alternate_call if alternate else None,
+            reference_outputs_differ=bool(arg.get("reference_outputs_differ", True)),
+            identity_snapshot=self.snapshot)
+        with torch.no_grad():
+            out, found = run_runtime_guards(self.guards, self.forward, info)
+        self.clock.synchronize()
+        which = "alternate" if last else "first"
+        if last:
+            out = last[-1]
+        self.remember_shapes(out)
+        self.send(("violations", [{"guard": str(v.guard), "detail": str(v.detail)} for v in found], which, out))
+
+    def time(self, arg: dict[str, Any]) -> None:
+        """Timed iterations; the output of iteration i is kept (cloned) when the judge's answer to
+        the next refill names it, so which iterations are re-checked is never known in advance."""
+        import torch
+
+        from kag.core.timing import time_iterations
+
+        if self.clock.cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        iters = int(arg["iters"])
+        kept: dict[int, Any] = {}
+        pending: list[Any] = []  # [(i, output)] of the last timed iteration
+
+        def refill(i: int) -> None:
+            self.send(("refill", i))
+            reply = self.recv()
+            if reply[0] != "filled" or reply[1] != i:
+                raise RuntimeError(f"protocol: expected ('filled', {i}), got {reply[:2]!r}")
+            if pending:
+                if len(reply) > 2 and reply[2]:
+                    kept[pending[0][0]] = clone_outputs(pending[0][1])
+                pending.clear()
+            if i < iters:
+                self.poison()
+
+        def on_output(i: int, out: Any) -> None:
+            pending.append((i, out))
+
+        times = time_iterations(self.forward, refill, self.clock, warmup=arg["warmup"], iters=iters,
+                                on_output=on_output)
+        refill(iters)  # the judge's last answer: keep the final iteration's output or not
+        peak = torch.cuda.max_memory_allocated() / 2**20 if self.clock.cuda else _max_rss_mb()
+        self.send(("timing", {"times": times, "peak_memory_mb": peak, "kept": kept}))
 
 
 def candidate_main(conn: Any, spec: dict[str, Any]) -> None:
@@ -135,8 +270,9 @@ def candidate_main(conn: Any, spec: dict[str, Any]) -> None:
     import torch
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
+    from kag.core.guarding import snapshot_identities
     from kag.core.tasks import load_module
-    from kag.core.timing import Clock, time_iterations
+    from kag.core.timing import Clock
 
     device = spec["device"]
     clock = Clock(device)  # timers captured before any solution code exists in this process
@@ -147,13 +283,11 @@ def candidate_main(conn: Any, spec: dict[str, Any]) -> None:
 
     phase = "load"
     try:
-        hooks = _runtime_guards(spec.get("runtime_guards", []), spec.get("plugin_selection", {}))
+        guards = runtime_guards(spec)
         ns = load_module(spec["task_code"], spec["task_path"])
         torch.manual_seed(spec["init_seed"])
         init_inputs = ns["get_init_inputs"]()
-        for _, hook in hooks:
-            if hasattr(hook, "before_import"):
-                hook.before_import()
+        snapshot = snapshot_identities()  # before model_new exists: what it may not replace
         module = _import_model_new(spec["model_new_path"], spec.get("module_dir"))
         cls = getattr(module, "ModelNew", None)
         if cls is None:
@@ -164,61 +298,36 @@ def candidate_main(conn: Any, spec: dict[str, Any]) -> None:
             model = cls(*init_inputs)
         if hasattr(model, "to"):
             model = model.to(device)
+        session = Session(spec, model, clock, guards, snapshot, send, recv)
         send(("ready", {"pid": os.getpid()}))
-        inputs: list[Any] = []
-        out: Any = None
         while True:
             msg = recv()
             op, arg = msg[0], msg[1]
-            out = None
             if op == "state":
                 phase = "load"
                 info: dict[str, Any] = {}
                 if arg:
                     missing, unexpected = model.load_state_dict(arg, strict=False)
                     info = {"missing": list(missing), "unexpected": list(unexpected)}
-                del arg, msg
+                msg = arg = None
                 send(("loaded", info))
             elif op == "inputs":
-                inputs = list(arg)
+                session.inputs = list(arg)
             elif op == "check":
                 phase = f"check {arg + 1}"
-                stack = contextlib.ExitStack()
-                with stack:
-                    for _, hook in hooks:
-                        if hasattr(hook, "around_forward"):
-                            stack.enter_context(hook.around_forward())
-                    with torch.no_grad():
-                        out = model(*inputs)
-                    clock.synchronize()
-                send(("outputs", arg, out))
+                session.check(arg)
+            elif op == "guards":
+                phase = "the guarded forward call"
+                session.guard(arg or {})
             elif op == "time":
                 phase = "timing"
-                if clock.cuda:
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats()
-
-                def refill(i: int) -> None:
-                    send(("refill", i))
-                    reply = recv()
-                    if reply[0] != "filled":
-                        raise RuntimeError(f"protocol: expected 'filled', got {reply[0]!r}")
-
-                times = time_iterations(lambda: model(*inputs), refill, clock,
-                                        warmup=arg["warmup"], iters=arg["iters"])
-                peak = torch.cuda.max_memory_allocated() / 2**20 if clock.cuda else _max_rss_mb()
-                send(("timing", {"times": times, "peak_memory_mb": peak}))
-            elif op == "guards":
-                found = []
-                for name, hook in hooks:
-                    if hasattr(hook, "violations"):
-                        found += [{"guard": name, "detail": str(v)} for v in hook.violations()]
-                send(("violations", found))
+                session.time(arg)
             elif op == "exit":
                 return
             else:
                 send(("error", "exception", f"protocol: unknown request {op!r}"))
                 return
+            msg = arg = None  # drop references to the judge's tensors between requests
     except BaseException as exc:  # noqa: BLE001 - everything the solution raises is reported
         try:
             send(("error", classify_exception(exc), f"{phase}: {describe_exception(exc)}"))

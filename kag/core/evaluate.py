@@ -6,6 +6,13 @@ candidate process, checks it on secret inputs and times it; both are killed when
 ends, so a crash, hang or CUDA error in one evaluation cannot affect the next. The verdict is an
 ``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash, cuda_error,
 oom, mismatch or exception.
+
+Guards (plugins of kind ``guard``, kag.core.guarding): every selected guard is built with the same
+options (``EvalOptions.guard_options`` plus the tolerance policy) and its ``check_solution`` runs
+here before the build; the names of those with a ``check_forward`` go to the judge, and the
+candidate rebuilds them from their plugin names and runs them around one forward call placed after
+a secret number of the checks (its output is checked too). Timing re-checks the outputs of timed
+iterations the judge picks in secret. Any violation fails the result (error_kind "guard").
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from kag.core.records import EvalResult, RewardValue, Solution, Task, TimingStat
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "mismatch", "exception")
 INIT_SEED = 42  # weights are not secret: the candidate receives them anyway
+RUNTIME_GUARDS_WIRED = True  # the candidate runs every guard's check_forward (issue 4)
+RECHECKED_TIMED_ITERATIONS = 3  # timed iterations whose outputs the judge re-checks (chosen in secret)
 _ENV_LOCK = threading.Lock()
 
 
@@ -50,6 +59,7 @@ class EvalOptions:
     warmup: int = 10
     timeouts: Timeouts = attrs.field(factory=Timeouts)
     guards: tuple[str, ...] | None = None  # None: every selected guard plugin
+    guard_options: dict[str, Any] = attrs.field(factory=dict)  # passed to every guard (GuardOptions)
     do_timing: bool = True
     do_correctness: bool = True
     cache_dir: str | None = None
@@ -67,21 +77,55 @@ def backend_device(backend: str, plugins: Plugins | None = None) -> str:
     return "cpu" if backend == "cpu" else "cuda"
 
 
-def static_violations(task: Task, solution: Solution, plugins: Plugins,
-                      names: tuple[str, ...] | None) -> tuple[list[Violation], list[str]]:
-    """Run every selected guard's ``check_solution``; return violations and runtime guard names."""
+def tolerance_name(options: EvalOptions, plugins: Plugins) -> str:
+    name = options.tolerance or plugins.selected("tolerance")
+    plugins.entry("tolerance", name)
+    return name
+
+
+def guard_options(options: EvalOptions, plugins: Plugins) -> dict[str, Any]:
+    """The options every guard is built with: ``options.guard_options`` plus the tolerance policy
+    of this evaluation (the precision guard flags reduced precision only under ``strict``)."""
+    from kag.core.guarding import TOLERANCE_POLICIES
+
+    opts = dict(options.guard_options)
+    tolerance = tolerance_name(options, plugins)
+    if tolerance in TOLERANCE_POLICIES:
+        opts["tolerance"] = tolerance
+    return opts
+
+
+def static_violations(task: Task, solution: Solution, plugins: Plugins, names: tuple[str, ...] | None,
+                      options: dict[str, Any] | None = None) -> tuple[list[Violation], list[str]]:
+    """Run every selected guard's ``check_solution``; return violations and the names of the guards
+    that also check at run time (``check_forward``, run in the candidate process)."""
     chosen = plugins.selected_all("guard") if names is None else names
     found: list[Violation] = []
     runtime: list[str] = []
     for name in chosen:
-        guard = plugins.create("guard", name)
+        try:
+            guard = plugins.create("guard", name, **(options or {}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"guard {name!r} rejects the guard options {options}: {exc} (EvalOptions.guard_options "
+                             f"takes allow_cublas, allow_cudnn; tolerance comes from the tolerance policy)") from exc
         check = getattr(guard, "check_solution", None)
         if callable(check):
             for v in check(solution, task) or []:
                 found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
-        if callable(getattr(guard, "runtime", None)):
+        if callable(getattr(guard, "check_forward", None)):
             runtime.append(name)
     return found, runtime
+
+
+def write_kernels(solution: Solution, solution_dir: Path) -> None:
+    """Put kernels/** next to model_new.py: the provenance guard reads the ``__global__`` names there."""
+    for name, text in solution.kernels.items():
+        rel = Path(name[len("kernels/"):] if name.startswith("kernels/") else name)
+        if not rel.parts or rel.is_absolute() or ".." in rel.parts:
+            continue  # the build rejects it and says why
+        dest = solution_dir / "kernels" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
 
 
 def needs_build(solution: Solution) -> bool:
@@ -102,9 +146,8 @@ def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOpti
 
 
 def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str, model_new_path: str,
-                module_dir: str | None, runtime_guards: list[str]) -> dict[str, Any]:
-    tolerance = options.tolerance or plugins.selected("tolerance")
-    plugins.entry("tolerance", tolerance)
+                module_dir: str | None, runtime_guards: list[str], guard_opts: dict[str, Any]) -> dict[str, Any]:
+    tolerance = tolerance_name(options, plugins)
     baselines = []
     for name in options.baselines:
         plugins.entry("baseline", name)
@@ -117,8 +160,23 @@ def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str,
         "seed": options.seed, "init_seed": INIT_SEED, "do_correctness": options.do_correctness,
         "do_timing": options.do_timing, "timeouts": attrs.asdict(options.timeouts),
         "cache_dir": options.cache_dir, "use_baseline_cache": options.use_baseline_cache,
-        "runtime_guards": runtime_guards, "plugin_selection": plugins.names_selected(),
+        "runtime_guards": runtime_guards, "guard_options": guard_opts,
+        "plugin_selection": plugins.names_selected(), "plugin_builtins": _guard_builtins(plugins, runtime_guards),
+        "rechecked_iterations": min(RECHECKED_TIMED_ITERATIONS, options.num_timed),
     }
+
+
+def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
+    """Modules of the runtime guards that are built in to ``plugins`` but not to DEFAULT_PLUGINS
+    (a registry built with extra built-ins, as tests do), so the candidate can rebuild them."""
+    from kag.core.plugins import BUILTIN, DEFAULT_PLUGINS
+
+    extra = []
+    for name in names:
+        entry = plugins.entry("guard", name)
+        if plugins.origins.get(entry.plugin) == BUILTIN and entry.plugin not in DEFAULT_PLUGINS:
+            extra.append(entry.plugin)
+    return sorted(set(extra))
 
 
 def run_judge(spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
@@ -225,7 +283,8 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     device = backend_device(options.backend, plugins)
     if solution.ignored_files:
         result.metadata["ignored_files"] = list(solution.ignored_files)
-    violations, runtime_guards = static_violations(task, solution, plugins, options.guards)
+    guard_opts = guard_options(options, plugins)
+    violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts)
     if violations:
         result.violations = violations
         result.error_kind = "guard"
@@ -236,6 +295,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         model_new_path = tmpdir / "solution" / "model_new.py"
         model_new_path.parent.mkdir()
         model_new_path.write_text(solution.model_new, encoding="utf-8")
+        write_kernels(solution, model_new_path.parent)
         module_dir = None
         if needs_build(solution):
             t0 = time.perf_counter()
@@ -248,7 +308,8 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                 result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
                 return _finish(result, plugins, options, start)
         result.compiled = True
-        spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards)
+        spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
+                           guard_opts)
         with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
             report = run_judge(spec, slot.visible)
     _merge(result, report)

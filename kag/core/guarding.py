@@ -8,7 +8,8 @@ same options (``GuardOptions``) so the evaluator can pass one set to all of them
 
 What the candidate process must do (the evaluator's side of the contract):
 1. ``snapshot = snapshot_identities()`` BEFORE importing ``model_new`` (timers, sync, torch).
-2. Run the correctness checks first (so lazy thread pools and caches of honest code exist), then
+2. Run at least one correctness check first (so lazy thread pools and caches of honest code exist;
+   the evaluator puts the guarded call after a secret number of checks and checks its output), then
    ``run_runtime_guards(guards, call, info)`` with ``info.identity_snapshot = snapshot``,
    ``info.alternate_call`` running forward on a different input set copied INTO THE SAME input
    tensors (so pointer/shape-keyed caches hit) and ``info.reference_outputs_differ`` from the judge.
@@ -20,6 +21,7 @@ What the candidate process must do (the evaluator's side of the contract):
 from __future__ import annotations
 
 import ast
+import math
 import re
 import sys
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
@@ -263,13 +265,23 @@ _INT_OF_SIZE = {8: "int64", 4: "int32", 2: "int16", 1: "int8"}
 def poison_allocator(like: Iterable[Any]) -> None:
     """Allocate tensors the size of ``like``, fill them with POISON_BITS and free them, so an output
     that is allocated again but never written (``empty_like``) shows the poison."""
+    poison_shapes(tensor_shapes(like))
+
+
+def tensor_shapes(tensors: Iterable[Any]) -> list[tuple[tuple[int, ...], int, Any]]:
+    """(shape, element size, device) of each tensor: enough to poison memory for it later, after
+    the tensors themselves are freed (so the allocator hands back the poisoned block, not theirs)."""
+    return [(tuple(t.shape), t.element_size(), t.device) for t in tensors]
+
+
+def poison_shapes(shapes: Iterable[tuple[tuple[int, ...], int, Any]]) -> None:
+    """``poison_allocator`` for shapes from ``tensor_shapes``."""
     import torch
 
-    for t in like:
-        size = t.element_size()
-        if size not in POISON_BITS or t.numel() == 0:
+    for shape, size, device in shapes:
+        if size not in POISON_BITS or math.prod(shape) == 0:
             continue
-        buf = torch.empty(t.shape, dtype=getattr(torch, _INT_OF_SIZE[size]), device=t.device)
+        buf = torch.empty(shape, dtype=getattr(torch, _INT_OF_SIZE[size]), device=device)
         buf.fill_(POISON_BITS[size])
         del buf
 
@@ -328,7 +340,14 @@ def _lookup(path: str) -> Any:
 
 def snapshot_identities() -> dict[str, Any]:
     """References to the timers, sync points, comparison functions, Tensor methods and modules the
-    evaluator relies on. Take it BEFORE ``model_new`` is imported; keep it private."""
+    evaluator relies on. Take it BEFORE ``model_new`` is imported; keep it private.
+
+    torch._dynamo is imported first: importing it replaces ``torch.manual_seed`` (with a
+    dynamo-disabled wrapper), and the guards themselves import it lazily, after the snapshot."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:
+        pass
     snap: dict[str, Any] = {}
     for path in _WATCHED:
         try:

@@ -12,113 +12,11 @@ from __future__ import annotations
 import gc
 import os
 import secrets
-import signal
 import time
 from typing import Any, Callable
 
 from kag.core.candidate import die_with_parent
-
-
-class CandidateFailure(Exception):
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-class CandidateProcess:
-    """A spawned candidate with a wall-clock timeout on every wait; killed with its session."""
-
-    def __init__(self, spec: dict[str, Any]):
-        import torch.multiprocessing as tmp
-
-        from kag.core.candidate import candidate_main, spawn_process
-
-        self.conn, child = tmp.get_context("spawn").Pipe(duplex=True)
-        self.proc = spawn_process(candidate_main, (child, spec), "kag-candidate")
-        child.close()
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
-
-    def send(self, msg: tuple) -> None:
-        from kag.core.channel import dumps
-
-        try:
-            self.conn.send_bytes(dumps(msg))
-        except (OSError, EOFError):
-            raise self._closed("while receiving a request") from None
-
-    def receive(self, timeout_s: float, phase: str) -> tuple:
-        from kag.core.channel import MAX_MESSAGE_BYTES, RefusedObject, restricted_loads
-
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.conn.poll(min(0.2, max(0.0, deadline - time.monotonic()))):
-                try:
-                    data = self.conn.recv_bytes(MAX_MESSAGE_BYTES)
-                except (EOFError, OSError):
-                    raise self._closed(f"during {phase}") from None
-                try:
-                    msg = restricted_loads(data)
-                except RefusedObject as exc:
-                    raise CandidateFailure("exception", f"{phase}: {exc}") from None
-                except Exception as exc:  # noqa: BLE001 - e.g. shared memory of a dead process
-                    raise CandidateFailure("crash", f"{phase}: unreadable message from the candidate "
-                                                    f"({type(exc).__name__}: {exc})") from None
-                if not isinstance(msg, tuple) or not msg or not isinstance(msg[0], str):
-                    raise CandidateFailure("exception", f"{phase}: malformed message from the candidate")
-                if msg[0] == "error":
-                    kind = msg[1] if msg[1] in ("oom", "cuda_error", "exception") else "exception"
-                    raise CandidateFailure(kind, str(msg[2]))
-                return msg
-            if not self.proc.is_alive() and not self.conn.poll(0):
-                raise self._closed(f"during {phase}")
-            if time.monotonic() >= deadline:
-                self.kill()
-                raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
-                                                  f"the candidate process was killed")
-
-    def _closed(self, when: str) -> CandidateFailure:
-        self.proc.join(timeout=5)
-        code = self.proc.exitcode
-        if code is None:
-            self.kill()
-            return CandidateFailure("crash", f"the candidate closed its channel {when} and was killed")
-        if code < 0:
-            hint = " (host out of memory?)" if code == -signal.SIGKILL else ""
-            return CandidateFailure("crash", f"the candidate process crashed {when}: killed by "
-                                             f"{_signal_name(code)}{hint}")
-        return CandidateFailure("crash", f"the candidate process exited with status {code} {when} before "
-                                         f"answering (os._exit or sys.exit in the solution?)")
-
-    def kill(self) -> None:
-        pid = self.proc.pid
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(timeout=10)
-
-    def close(self, grace_s: float = 5.0) -> None:
-        if self.proc.is_alive():
-            try:
-                self.send(("exit", None))
-            except CandidateFailure:
-                pass
-            self.proc.join(timeout=grace_s)
-        self.kill()
-        self.conn.close()
+from kag.core.candidate_process import CandidateFailure, CandidateProcess
 
 
 def _to_device(obj: Any, device: str) -> Any:
@@ -152,6 +50,19 @@ def _fill(buffer: list[Any], fresh: list[Any]) -> bool:
     return True
 
 
+def outputs_differ(a: Any, b: Any) -> bool:
+    """Whether two reference outputs differ anywhere (structure, shape or a value)."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a, b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) != len(b) or any(outputs_differ(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) != set(b) or any(outputs_differ(a[k], b[k]) for k in a)
+    return a != b
+
+
 def _clone_tree(obj: Any) -> Any:
     import torch
 
@@ -164,11 +75,14 @@ def _clone_tree(obj: Any) -> Any:
     return obj
 
 
+BIG_OUTPUT_BYTES = 2 << 30  # above this, one timed iteration is re-checked instead of several
+
+
 class Judge:
     def __init__(self, spec: dict[str, Any], notify: Callable[[tuple], None]):
         import torch
 
-        from kag.core.plugins import Plugins
+        from kag.core.candidate import rebuild_plugins
         from kag.core.tasks import load_module
         from kag.core.timing import Clock
 
@@ -176,7 +90,7 @@ class Judge:
         self.notify = notify
         self.device = spec["device"]
         self.cuda = self.device.startswith("cuda")
-        self.plugins = Plugins.from_names(spec.get("plugin_selection", {}))
+        self.plugins = rebuild_plugins(spec.get("plugin_selection", {}), spec.get("plugin_builtins", ()))
         self.report: dict[str, Any] = {"timing": {}, "times_ms": {}, "durations_s": {}, "baseline_cache": {},
                                        "violations": [], "notes": []}
         self.clock = Clock(self.device)
@@ -191,6 +105,7 @@ class Judge:
             self.secret = secrets.randbits(62)
         self.buffer = self.make_inputs(self.secret)
         self.candidate: CandidateProcess | None = None
+        self.output_bytes = 0  # of the reference's output, seen in the checks
 
     # -- inputs ---------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list[Any]:
@@ -254,6 +169,7 @@ class Judge:
         spec = self.spec
         cspec = {k: spec[k] for k in ("task_code", "task_path", "device", "init_seed", "model_new_path",
                                       "module_dir", "runtime_guards", "plugin_selection")}
+        cspec.update(guard_options=spec.get("guard_options", {}), plugin_builtins=spec.get("plugin_builtins", []))
         cspec["output_fifo"] = output_fifo
         start = time.perf_counter()
         cand = self.candidate = CandidateProcess(cspec)
@@ -274,9 +190,13 @@ class Judge:
         import torch
 
         from kag.core.compare import compare_outputs
+        from kag.core.guarding import iter_tensors
 
         tolerance = self.plugins.create("tolerance", self.spec["tolerance"])
         n = self.spec["num_checks"]
+        # The guarded call comes after a secret number (>= 1) of checks: a solution that counts its
+        # calls cannot tell which one is watched, and its output is checked like the others.
+        guard_at = secrets.SystemRandom().randint(1, n) if n > 0 else 0
         start = time.perf_counter()
         try:
             for k in range(n):
@@ -296,23 +216,92 @@ class Judge:
                 out = _clone_tree(reply[2])
                 del reply
                 mismatch = compare_outputs(ref, out, tolerance.tolerance)
+                self.output_bytes = sum(t.numel() * t.element_size() for t in iter_tensors(ref))
                 del ref, out
                 if mismatch is not None:
                     self.report.update(correct=False, error_kind="mismatch",
                                        error=f"check {k + 1} of {n}: {mismatch}")
                     return False
+                if k + 1 == guard_at:
+                    mismatch = self.runtime_violations(cand, tolerance.tolerance)
+                    if mismatch is not None:
+                        text = f"the guarded forward call (after check {k + 1}): {mismatch}"
+                        self.report["correct"] = False
+                        if self.report["violations"]:  # the guard's reason is the verdict; keep this too
+                            self.report["notes"].append(text)
+                        else:
+                            self.report.update(error_kind="mismatch", error=text)
+                        return False
         finally:
             self.report["durations_s"]["checks"] = round(time.perf_counter() - start, 3)
             self.free()
         self.report["correct"] = True
         return True
 
-    def runtime_violations(self, cand: CandidateProcess) -> None:
+    def fresh_seed(self, offset: int) -> int:
+        return secrets.randbits(62) if self.spec.get("seed") is None else self.secret + offset
+
+    def runtime_violations(self, cand: CandidateProcess, tolerance: Any) -> Any:
+        """One untimed forward on inputs A inside every runtime guard; the output-reuse guard also
+        runs forward on inputs B copied into the same tensors, and is told whether ref(A) != ref(B).
+        Returns the mismatch of the last output (B's, else A's) with the reference, or None."""
+        import torch
+
+        from kag.core.compare import compare_outputs
+        from kag.core.guarding import describe_types
+
         if not self.spec.get("runtime_guards"):
-            return
-        cand.send(("guards", None))
-        reply = cand.receive(self.spec["timeouts"]["check_s"], "runtime guard report")
-        self.report["violations"] += [v for v in reply[1] if isinstance(v, dict)]
+            return None
+        first = self.make_inputs(self.fresh_seed(500))
+        if not _fill(self.buffer, first):
+            self.buffer = _clone_tree(first)
+            cand.send(("inputs", self.buffer))
+        alternate = self.make_inputs(self.fresh_seed(501))
+        with torch.no_grad():
+            ref_a, ref_b = self.model(*first), self.model(*alternate)
+        request = {"alternate": alternate, "reference_output_types": describe_types(ref_a),
+                   "reference_outputs_differ": outputs_differ(ref_a, ref_b)}
+        del first
+        self.clock.synchronize()
+        cand.send(("guards", request))
+        reply = cand.receive(self.spec["timeouts"]["check_s"], "the guarded forward call")
+        if reply[0] != "violations" or not isinstance(reply[1], list) or len(reply) < 4:
+            raise CandidateFailure("exception", f"runtime guards: unexpected reply {reply[0]!r}")
+        self.report["violations"] += [{"guard": str(v.get("guard")), "detail": str(v.get("detail"))}
+                                      for v in reply[1] if isinstance(v, dict)]
+        out = _clone_tree(reply[3])
+        ref = ref_b if reply[2] == "alternate" else ref_a
+        del request, alternate, reply, ref_a, ref_b
+        mismatch = compare_outputs(ref, out, tolerance)
+        del ref, out
+        self.free()
+        return mismatch
+
+    def recheck_timed(self, kept: Any, chosen: list[int]) -> None:
+        """Compare the outputs of the secretly chosen timed iterations with the reference on the
+        same inputs (regenerated here from their seeds)."""
+        import torch
+
+        from kag.core.compare import compare_outputs
+
+        tolerance = self.plugins.create("tolerance", self.spec["tolerance"])
+        kept = kept if isinstance(kept, dict) else {}
+        try:
+            for i in chosen:
+                if i not in kept:
+                    raise CandidateFailure("exception", f"timing: the candidate did not return the output of "
+                                                        f"timed iteration {i}")
+                inputs = self.make_inputs(self.secret + 1000 + i)
+                with torch.no_grad():
+                    ref = self.model(*inputs)
+                mismatch = compare_outputs(ref, _clone_tree(kept[i]), tolerance.tolerance)
+                del inputs, ref
+                if mismatch is not None:
+                    self.report.update(correct=False, error_kind="mismatch",
+                                       error=f"timed iteration {i} (re-checked after timing): {mismatch}")
+                    return
+        finally:
+            self.free()
 
     def time_candidate(self, cand: CandidateProcess) -> None:
         from kag.core.records import TimingStats
@@ -322,14 +311,21 @@ class Judge:
         iters = spec["num_timed"]
         deadline = time.monotonic() + spec["timeouts"]["timing_s"]
         start = time.perf_counter()
+        # Re-checked iterations: chosen in secret, told to the candidate only after each one ran.
+        count = min(int(spec.get("rechecked_iterations", 0)), iters) if spec["do_correctness"] else 0
+        if self.output_bytes > BIG_OUTPUT_BYTES:  # the candidate holds a copy of each kept output
+            count = min(count, 1)
+        chosen = sorted(secrets.SystemRandom().sample(range(iters), count))
         cand.send(("time", {"warmup": spec["warmup"], "iters": iters}))
         marks: list[float] = []
         while True:
             msg = cand.receive(max(0.0, deadline - time.monotonic()), "timing")
             if msg[0] == "refill":
                 marks.append(time.perf_counter())
-                self.refill(int(msg[1]))
-                cand.send(("filled", msg[1]))
+                i = int(msg[1])
+                if i < iters:
+                    self.refill(i)
+                cand.send(("filled", i, i - 1 in chosen))
             elif msg[0] == "timing":
                 marks.append(time.perf_counter())
                 info = msg[1]
@@ -341,7 +337,7 @@ class Judge:
             raise CandidateFailure("exception", f"timing: the candidate reported {len(times)} times, expected "
                                                 f"{iters} positive ones")
         # Each reported time must fit in the wall-clock interval the judge saw around it.
-        walls = [(b - a) * 1000.0 for a, b in zip(marks, marks[1:])]
+        walls = [(b - a) * 1000.0 for a, b in zip(marks, marks[1:])][:iters]
         over = [i for i, (t, w) in enumerate(zip(times, walls)) if t > w + 1.0]
         if over:
             self.report["violations"].append({"guard": "evaluator", "detail": (
@@ -352,6 +348,11 @@ class Judge:
         self.report["times_ms"]["candidate"] = stats.median_ms
         self.report["timing"]["candidate_wall"] = summarize(walls)
         self.report["peak_memory_mb"] = info.get("peak_memory_mb")
+        kept = info.get("kept")
+        del info, msg
+        if chosen:
+            self.recheck_timed(kept, chosen)
+        del kept
         self.report["durations_s"]["timing"] = round(time.perf_counter() - start, 3)
 
 
@@ -377,9 +378,9 @@ def judge_main(conn: Any, spec: dict[str, Any]) -> None:
         if spec["do_correctness"] or spec["do_timing"]:
             capture = OutputCapture()
             cand = judge.start_candidate(capture.path)
-            ok = judge.check(cand) if spec["do_correctness"] else True
-            if ok:
-                judge.runtime_violations(cand)
+            ok = judge.check(cand) if spec["do_correctness"] else True  # runs the runtime guards too
+            if not spec["do_correctness"] and spec.get("runtime_guards"):
+                report["notes"].append("runtime guards run only with the correctness checks (not in profile)")
             if ok and spec["do_timing"] and not report["violations"]:
                 judge.time_candidate(cand)
     except CandidateFailure as exc:

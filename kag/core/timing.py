@@ -2,7 +2,8 @@
 
 Every timed iteration is: refill the inputs with fresh values, flush the cache (GPU L2: write a
 buffer twice its size), start event, forward, device-wide synchronise (so work on other streams
-counts), end event. ``Clock`` captures the timer functions when it is built, which the candidate
+counts), end event. The judge re-checks the outputs of a few timed iterations it picks in secret
+(told to the candidate only after each iteration ran), so computing only the first calls fails. ``Clock`` captures the timer functions when it is built, which the candidate
 harness does before it imports ``model_new``: a solution that monkey-patches ``torch.cuda.Event``,
 ``torch.cuda.synchronize`` or ``time.perf_counter`` afterwards changes nothing here.
 """
@@ -64,6 +65,12 @@ class Clock:
 
     def time_once(self, run: Callable[[], Any]) -> float:
         """Milliseconds of one ``run()``, ending with a device-wide synchronise."""
+        ms, out = self.time_output(run)
+        del out
+        return ms
+
+    def time_output(self, run: Callable[[], Any]) -> tuple[float, Any]:
+        """(milliseconds, output) of one ``run()``; the output is complete when this returns."""
         if self.cuda:
             start = self.Event(enable_timing=True)
             end = self.Event(enable_timing=True)
@@ -73,18 +80,20 @@ class Clock:
             self.synchronize()
             self.record(end)
             self.synchronize()
-            del out
-            return float(self.elapsed_time(start, end))
+            return float(self.elapsed_time(start, end)), out
         t0 = self.perf_counter()
         out = run()
         t1 = self.perf_counter()
-        del out
-        return (t1 - t0) * 1000.0
+        return (t1 - t0) * 1000.0, out
 
 
 def time_iterations(run: Callable[[], Any], refill: Callable[[int], None], clock: Clock, *,
-                    warmup: int, iters: int) -> list[float]:
-    """Warm up, then ``iters`` timed runs, each on freshly refilled inputs after a cache flush."""
+                    warmup: int, iters: int, on_output: Callable[[int, Any], None] | None = None) -> list[float]:
+    """Warm up, then ``iters`` timed runs, each on freshly refilled inputs after a cache flush.
+
+    ``on_output(i, out)`` (the candidate's) sees each timed iteration's output after its timer
+    stopped; it may hold on to it until the next ``refill`` learns whether the judge re-checks it.
+    """
     with clock.no_grad():
         for _ in range(max(0, warmup)):
             out = run()
@@ -94,7 +103,11 @@ def time_iterations(run: Callable[[], Any], refill: Callable[[int], None], clock
         for i in range(iters):
             refill(i)
             clock.flush()
-            times.append(clock.time_once(run))
+            ms, out = clock.time_output(run)
+            times.append(ms)
+            if on_output is not None:
+                on_output(i, out)
+            del out
     clock.release()
     return times
 

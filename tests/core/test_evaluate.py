@@ -68,15 +68,20 @@ def task(tmp_path_factory):
     return Task(name="relu_scale", source="file", code=TASK_CODE, path=str(path))
 
 
+# These solutions are plain torch (no extension to build): they test the judge and candidate
+# processes, so the guards (which would reject torch compute) are off unless a test names them.
+NO_GUARDS = ()
+
+
 def verify_options(cache_dir, **kw):
     opts = dict(backend="cpu", do_timing=False, num_checks=3, cache_dir=cache_dir,
-                timeouts=Timeouts(load_s=60, check_s=4))
+                timeouts=Timeouts(load_s=60, check_s=4), guards=NO_GUARDS)
     opts.update(kw)
     return EvalOptions(**opts)
 
 
 def test_correct_solution_scores_and_baselines_are_cached(task, cache_dir):
-    opts = EvalOptions(backend="cpu", num_timed=5, warmup=1, num_checks=5, cache_dir=cache_dir)
+    opts = EvalOptions(backend="cpu", num_timed=5, warmup=1, num_checks=5, cache_dir=cache_dir, guards=NO_GUARDS)
     first = evaluate(task, GOOD, opts)
     assert first.ok, first.error
     assert first.compiled and first.correct and first.error_kind is None
@@ -152,7 +157,10 @@ def test_next_evaluation_after_a_crash_is_unaffected(task, cache_dir):
 
 
 class _ForbidLoops:
-    """A static guard registered at run time: stands in for issue 4's guard plugins."""
+    """A static guard registered at run time (every guard takes the evaluator's guard options)."""
+
+    def __init__(self, **options):
+        self.options = options
 
     def check_solution(self, solution, task):
         if "tolist()" in solution.model_new:
@@ -169,7 +177,25 @@ class _GuardPlugin:
 def test_static_guards_run_before_the_build(task, cache_dir):
     plugins = Plugins(load_entrypoints=False)
     plugins.register_plugin(_GuardPlugin(), name="test-guards")
-    result = evaluate(task, LOOP, verify_options(cache_dir), plugins)
+    result = evaluate(task, LOOP, verify_options(cache_dir, guards=("no-python-loops",)), plugins)
     assert result.error_kind == "guard" and not result.compiled
     assert result.violations == [Violation("no-python-loops", "model_new.py: .tolist() in forward")]
     assert result.reward.value == -1
+
+
+# Correct for the first 7 calls (5 checks, 1 warm-up, timed iteration 0), stale afterwards: only the
+# re-check of secretly chosen timed iterations (at least two of them are >= 1) can see it.
+FIRST_CALLS = solution('''
+    if len(_memo) < 7:
+        _memo.append((x * self.weight).clamp_min(0) * self.scale)
+    return _memo[-1].clone()
+''', prelude="_memo = []\n")
+
+
+def test_timed_iterations_are_rechecked_against_the_reference(task, cache_dir):
+    opts = EvalOptions(backend="cpu", num_timed=8, warmup=1, num_checks=5, cache_dir=cache_dir, guards=NO_GUARDS,
+                       baselines=("eager",))
+    result = evaluate(task, FIRST_CALLS, opts)
+    assert result.error_kind == "mismatch" and "timed iteration" in result.error, result.error
+    assert not result.ok and result.reward.value == -1
+    assert result.timing["candidate"].n == 8  # the timing itself completed

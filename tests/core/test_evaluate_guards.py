@@ -1,0 +1,145 @@
+"""The guards wired into the evaluator (CPU backend, real judge and candidate processes).
+
+This module is also a guard plugin (``test-marker``): the candidate process rebuilds it from its
+module name, which is how a third-party runtime guard reaches the candidate too.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from kag.core.evaluate import EvalOptions, Timeouts, evaluate, guard_options
+from kag.core.hookspecs import hookimpl
+from kag.core.plugins import DEFAULT_PLUGINS, Plugins
+from kag.core.records import Solution, Task, Violation
+
+MARK = "KAG_TEST_GUARDED_CALL"
+
+TASK_CODE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 2.0
+
+    def get_inputs():
+        return [torch.randn(32, 64)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+class MarkGuardedCall:
+    """Marks the guarded call in the environment and reports the options it was built with."""
+
+    name = "test-marker"
+
+    def __init__(self, **options):
+        self.options = options
+
+    def check_forward(self, call, info):
+        os.environ[MARK] = "1"
+        try:
+            result = call()
+        finally:
+            os.environ.pop(MARK, None)
+        found = []
+        if self.options.get("tolerance") == "strict":
+            found.append(Violation(self.name, f"options {sorted(self.options.items())} device {info.device} "
+                                              f"solution_dir {bool(info.solution_dir)}"))
+        return result, found
+
+
+@hookimpl
+def kag_register_guards(register) -> None:
+    register("test-marker", MarkGuardedCall)
+
+
+def solution(body: str) -> Solution:
+    return Solution(model_new=textwrap.dedent('''
+        import os
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+        ''') + textwrap.indent(textwrap.dedent(body), " " * 8))
+
+
+HONEST = solution("return x.clamp_min(0) * 2.0")
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    path = tmp_path_factory.mktemp("task") / "model.py"
+    path.write_text(TASK_CODE)
+    return Task(name="relu2", source="file", code=TASK_CODE, path=str(path))
+
+
+@pytest.fixture(scope="module")
+def plugins():
+    return Plugins(load_entrypoints=False, builtins=DEFAULT_PLUGINS + (__name__,))
+
+
+def options(tmp_path, **kw):
+    base = dict(backend="cpu", do_timing=False, num_checks=2, cache_dir=str(tmp_path),
+                timeouts=Timeouts(load_s=60, check_s=10), guards=("test-marker",))
+    base.update(kw)
+    return EvalOptions(**base)
+
+
+def test_a_runtime_guard_runs_in_the_candidate_with_the_guard_options(task, plugins, tmp_path):
+    result = evaluate(task, HONEST, options(tmp_path, tolerance="strict", guard_options={"allow_cublas": False}),
+                      plugins)
+    assert result.error_kind == "guard" and result.correct, result.error
+    (v,) = result.violations
+    assert v.guard == "test-marker"
+    assert "('allow_cublas', False)" in v.detail and "('tolerance', 'strict')" in v.detail
+    assert "device cpu" in v.detail and "solution_dir True" in v.detail
+    assert result.reward.value == -1
+    clean = evaluate(task, HONEST, options(tmp_path), plugins)
+    assert clean.ok and clean.violations == [], clean.error
+
+
+def test_the_guarded_call_is_checked_like_the_others(task, plugins, tmp_path):
+    sneaky = solution(f'''
+    if os.environ.get("{MARK}"):
+        return torch.zeros_like(x)
+    return x.clamp_min(0) * 2.0
+''')
+    result = evaluate(task, sneaky, options(tmp_path), plugins)
+    assert result.error_kind == "mismatch" and "the guarded forward call (after check" in result.error, result.error
+    assert result.reward.value == -1
+
+
+def test_an_output_cache_is_caught_by_the_output_reuse_guard(task, tmp_path):
+    # Invisible to the static checks (no assignment to self in forward); only the runtime side sees it.
+    cached = solution('''
+    if not hasattr(self, "_out"):
+        object.__setattr__(self, "_out", x.clamp_min(0) * 2.0)
+    return self._out.clone()
+''')
+    result = evaluate(task, cached, options(tmp_path, num_checks=1, guards=("no-output-reuse", "no-hidden-work")))
+    assert result.error_kind == "guard", result.error
+    assert [v.guard for v in result.violations] == ["no-output-reuse"]
+    assert "identical outputs" in result.violations[0].detail
+    # the guarded call's own output (for inputs B) is wrong too: kept as a note, the guard is the reason
+    assert any("the guarded forward call (after check 1)" in n for n in result.metadata["notes"])
+    assert not result.ok and not result.correct and result.reward.value == -1
+
+
+def test_guard_options_carry_the_tolerance_policy():
+    plugins = Plugins(load_entrypoints=False)
+    assert guard_options(EvalOptions(tolerance="strict", guard_options={"allow_cublas": False}), plugins) == \
+        {"allow_cublas": False, "tolerance": "strict"}
+    assert guard_options(EvalOptions(), plugins)["tolerance"] == "cuda-agent"
+
+
+def test_the_guards_are_built_in():
+    assert set(Plugins(load_entrypoints=False).names("guard")) >= {
+        "no-torch-fallback", "kernel-provenance", "no-output-reuse", "no-hidden-work", "no-tampering", "precision"}
