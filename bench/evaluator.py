@@ -79,7 +79,7 @@ def main() -> int:
         build_dir.mkdir()
         sources = [str(ws / "binding.cpp")] + [str(p) for p in sorted((ws / "kernels").iterdir())
                                                  if p.suffix in (".cu", ".cpp")]
-        load(name=f"cuda_extension_{uuid.uuid4().hex[:8]}", sources=sources, extra_include_paths=[str(ws)],
+        load(name="cuda_extension", sources=sources, extra_include_paths=[str(ws)],
              extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "--use_fast_math"], build_directory=str(build_dir),
              verbose=False)
 

@@ -25,6 +25,9 @@ CUDNN_KERNELS = re.compile(r"cudnn|conv|fprop|dgrad|wgrad|winograd|fft|implicit|
 FOREIGN_NAMESPACES = ("at::", "c10::", "torch::", "triton")
 
 
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+
+
 def kernel_base_name(name: str) -> str:
     """``void (anonymous namespace)::relu_kernel<4>(float*)`` -> ``relu_kernel``."""
     text = name.strip()
@@ -37,9 +40,12 @@ def kernel_base_name(name: str) -> str:
         elif ch == "(" and depth == 0 and not text.startswith("(anonymous", i):
             cut = i
             break
-    head = re.sub(r"<[^<>]*>", "", text[:cut])
-    while "<" in head:
-        head = re.sub(r"<[^<>]*>", "", head)
+    head = text[:cut]
+    while True:  # strip nested template arguments; an unbalanced '<' (operator<<) stays
+        stripped = _TEMPLATE_ARGS.sub("", head)
+        if stripped == head:
+            break
+        head = stripped
     head = head.split()[-1] if head.split() else head
     return head.split("::")[-1]
 
@@ -110,9 +116,10 @@ class KernelProvenance(GuardBase):
             result = call()
             torch.cuda.synchronize()
         launched = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        own = source_kernel_names(info.solution_dir) | extension_function_names(info.extension_path)
-        bad = classify_kernels(launched, own, info.allow_cublas and self.options.allow_cublas,
-                               info.allow_cudnn and self.options.allow_cudnn)
+        allow = (info.allow_cublas and self.options.allow_cublas, info.allow_cudnn and self.options.allow_cudnn)
+        bad = classify_kernels(launched, source_kernel_names(info.solution_dir), *allow)
+        if bad:  # the symbol table is large (torch's inline templates): read it only when needed
+            bad = classify_kernels(set(bad), extension_function_names(info.extension_path), *allow)
         return result, [self.violation(f"kernel {name[:200]}", "launched during ModelNew.forward but not defined "
                                        "in the solution's kernels/ nor an allowed library") for name in bad]
 

@@ -115,6 +115,11 @@ def test_kernel_names_and_provenance(tmp_path) -> None:
     own = source_kernel_names(str(tmp_path))
     assert own == {"tiled_kernel", "plain"}
     assert kernel_base_name("void (anonymous namespace)::tiled_kernel<128>(float*)") == "tiled_kernel"
+    # symbols of torch's inline templates in a built extension: unbalanced '<' must not loop forever
+    # (this hung the CUDA evaluator before: an infinite loop on the extension's symbol table)
+    for symbol in ("std::ostream& c10::operator<<(std::ostream&, c10::Half const&)",
+                   "bool operator< <float>(float const&, float const&)"):
+        assert isinstance(kernel_base_name(symbol), str)
     launched = {"void tiled_kernel<128>(float*)", "plain(float*)", "Memset (Device)", "Memcpy DtoD (Device -> Device)",
                 "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::FillFunctor<float>>(int)",
                 "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)",
