@@ -9,13 +9,13 @@ mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m kag.cli.main "$@"\n' > /
 export PATH="/tmp/bin:$PATH"
 step() { echo; echo "=== $1 ($(date +%T))"; }
 step "examples"
-timeout 200 python3 bench/examples.py diag_matmul gemm_divide_sum_scaling relu softmax > "$OUT/examples.log" 2>&1
+timeout 170 python3 bench/examples.py diag_matmul gemm_divide_sum_scaling relu softmax > "$OUT/examples.log" 2>&1
 grep -v '^{' "$OUT/examples.log" | tail -8
 step "kag run (replay) on level2/14"
 timeout 80 bash examples/run_example.sh gemm_divide_sum_scaling /tmp/run_gemm > "$OUT/run_gemm.log" 2>&1
 tail -12 "$OUT/run_gemm.log"
 step "evaluator benchmark"
-timeout 150 python3 bench/evaluator.py --repeats 5 > "$OUT/evaluator.log" 2>&1; tail -12 "$OUT/evaluator.log"
+timeout 130 python3 bench/evaluator.py --repeats 5 > "$OUT/evaluator.log" 2>&1; tail -12 "$OUT/evaluator.log"
 step "adversarial (CUDA)"
-timeout 130 python3 bench/adversarial.py --no-timing --jobs 4 > "$OUT/adversarial.log" 2>&1
+timeout 170 python3 bench/adversarial.py --no-timing --jobs 4 > "$OUT/adversarial.log" 2>&1
 tail -60 "$OUT/adversarial.log" | cut -c1-220
