@@ -70,6 +70,8 @@ def main() -> int:
     assert edit.ok, edit.log
     rows.update(build_cold_s=cold_s, build_unchanged_s=warm_s, build_after_edit_s=edit_s,
                 build_after_edit_compiled=edit.compiled)
+    print(f"builds: cold {cold_s:.2f} s, unchanged {warm_s:.3f} s, after editing {cu.name} {edit_s:.2f} s "
+          f"(compiled {edit.compiled})", flush=True)
 
     # 2. the paper's way: torch.utils.cpp_extension.load, a full rebuild every time
     from torch.utils.cpp_extension import load
@@ -85,6 +87,7 @@ def main() -> int:
 
     full_s, _ = timed(full_load)
     rows.update(cpp_extension_full_rebuild_s=full_s, rebuild_speedup_vs_cpp_extension=full_s / edit_s)
+    print(f"cpp_extension.load full rebuild {full_s:.2f} s: kag's rebuild is {full_s / edit_s:.1f}x faster", flush=True)
 
     # 3. kag score end to end (a fresh process, as a user runs it): cold, then cached baselines
     score = [sys.executable, "-m", "kag.cli.main", "score", "--task", str(task_path), "--solution", str(ws),
@@ -98,6 +101,8 @@ def main() -> int:
     rows.update(score_cold_baselines_s=cold_score_s, score_cached_baselines_s=cached_score_s,
                 score_reward=second["reward"], score_times_ms=second["times_ms"],
                 baseline_cache=second["metadata"].get("baseline_cache"), first_reward=first["reward"])
+    print(f"kag score: cold baselines {cold_score_s:.2f} s, cached {cached_score_s:.2f} s, "
+          f"reward {second['reward']}, times {second['times_ms']}", flush=True)
 
     # 4. the same candidate timed 10 times, each in a fresh evaluation
     medians, cvs = [], []
@@ -106,6 +111,7 @@ def main() -> int:
         stats = r.timing["candidate"]
         medians.append(stats.median_ms)
         cvs.append(stats.std_ms / stats.mean_ms)
+        print(f"repeat {len(medians)}: median {stats.median_ms:.4f} ms, within-run CV {100 * cvs[-1]:.2f}%", flush=True)
     rows.update(repeat_medians_ms=medians, repeat_cv_across_runs=statistics.pstdev(medians) / statistics.mean(medians),
                 repeat_cv_within_run_median=statistics.median(cvs))
 

@@ -21,7 +21,9 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Protocol
@@ -205,9 +207,14 @@ def _cap(lines: list[str], max_lines: int = MAX_LOG_LINES) -> str:
     return "\n".join(lines)
 
 
+def _unique() -> str:
+    """A temp-file tag unique across processes AND threads (evaluations build concurrently)."""
+    return f"{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}"
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{_unique()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
@@ -319,7 +326,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
 
     def compile_one(unit: _Unit) -> tuple[_Unit, int, str]:
         final = objects_dir / f"{unit.key}.o"
-        tmp = objects_dir / f".{unit.key}.{os.getpid()}.{id(unit)}.o"
+        tmp = objects_dir / f".{unit.key}.{_unique()}.o"
         cmd = [str(tmp) if part == "{obj}" else part for part in unit.command]
         rc, out = _run(cmd, src_root, timeout_s)
         if rc == 0 and tmp.exists():
@@ -350,7 +357,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     link_key = _key(toolchain, "\0".join(link_cmd), *[u.key for u in units])
     linked = cache / "modules" / f"{link_key}{module_path.suffix}"
     if not linked.exists():
-        tmp = linked.with_name(f".{link_key}.{os.getpid()}{module_path.suffix}")
+        tmp = linked.with_name(f".{link_key}.{_unique()}{module_path.suffix}")
         linked.parent.mkdir(parents=True, exist_ok=True)
         subst = {f"{{obj{i}}}": o for i, o in enumerate(objects)} | {"{out}": str(tmp)}
         rc, out = _run([subst.get(p, p) for p in link_cmd], src_root, timeout_s)
@@ -361,7 +368,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
                                time.perf_counter() - start, compiled=compiled, cached=cached)
         os.replace(tmp, linked)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp_module = module_path.with_name(f".{module_path.name}.{os.getpid()}")
+    tmp_module = module_path.with_name(f".{module_path.name}.{_unique()}")
     shutil.copyfile(linked, tmp_module)
     os.replace(tmp_module, module_path)
     return BuildResult(True, str(out_dir), "", time.perf_counter() - start, compiled=compiled, cached=cached)

@@ -202,3 +202,17 @@ def test_kag_build_cli_bad_input_exit_2(tmp_path: Path) -> None:
     (tmp_path / "model_new.py").write_text(MODEL_NEW)
     proc = run_kag("build", str(tmp_path), "--backend", "tpu")
     assert proc.returncode == 2 and "unknown backend 'tpu'" in proc.stderr and "cpu" in proc.stderr
+
+
+@pytest.mark.slow
+def test_concurrent_builds_of_one_solution_share_the_cache_safely(cold: BuildResult, cache: Path,
+                                                                 tmp_path: Path) -> None:
+    """Evaluations in threads of one process build the same new solution at once (kag eval)."""
+    import concurrent.futures
+
+    assert cold.ok, cold.log
+    kernel = LEAKY_CPP.replace("0.1f", "0.25f") if "0.1f" in LEAKY_CPP else LEAKY_CPP + "\n// variant\n"
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: build_solution(relu_solution(kernel), CpuBackend(), tmp_path / str(i),
+                                                         cache_dir=cache), range(4)))
+    assert all(r.ok for r in results), [r.log for r in results]
