@@ -10,6 +10,7 @@ poison check of no-output-reuse, depending on what the allocator hands back). ``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,11 @@ ATTACKS: list[Case] = [
 def _kernelbench_task(example: str) -> Path:
     rel = (REPO / "examples" / example / "task.txt").read_text().strip()
     bundled = REPO / "examples" / "kernelbench_sample" / rel
-    return bundled if bundled.exists() else Path("/work/shared/kernelbench") / rel
+    if bundled.exists():
+        return bundled
+    # a KernelBench checkout: $KAG_KERNELBENCH (the device run), else the shared/ copy beside the repo
+    root = Path(os.environ.get("KAG_KERNELBENCH") or REPO.parent / "shared" / "kernelbench")
+    return root / rel
 
 
 EXAMPLES = ("relu", "sigmoid", "tanh", "gelu", "leaky_relu", "softmax", "sum_reduction", "diag_matmul",
