@@ -1,0 +1,24 @@
+// Torch-facing side of softplus.cu: checks the input, allocates the output, launches on torch's current stream.
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include <c10/cuda/CUDAStream.h>
+#include "binding_registry.h"
+
+extern "C" cudaError_t softplus_launch(const float* x, float* y, int64_t n, cudaStream_t stream);
+
+static torch::Tensor softplus_forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.is_cuda(), "softplus_forward: x must be a CUDA tensor");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "softplus_forward: x must be float32");
+  TORCH_CHECK(x.is_contiguous(), "softplus_forward: x must be contiguous");
+  torch::Tensor y = torch::empty_like(x);
+  cudaError_t err = softplus_launch(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(),
+                                    c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "softplus_launch failed: ", cudaGetErrorString(err));
+  return y;
+}
+
+static void softplus_bind(pybind11::module& m) {
+  m.def("softplus_forward", &softplus_forward, "Softplus (float4 grid-stride CUDA kernel)");
+}
+
+REGISTER_BINDING(softplus, softplus_bind);
