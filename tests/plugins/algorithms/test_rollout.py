@@ -105,3 +105,22 @@ def test_copy_digit_env_rewards_and_invalid_actions():
     assert as_step_result(("hi", 0.0, False)).observation == [Message("user", "hi")]
     with pytest.raises(TypeError, match="must return"):
         as_step_result([1, 2, 3])
+
+
+class _ScoredAtTheEnd(CopyDigitEnv):
+    """A multi-turn environment that gives its verdict when the trainer cuts the episode short."""
+
+    def truncate(self):
+        from kag.core.environment import StepResult
+
+        return StepResult(None, 10.0, True, {})
+
+
+def test_a_budget_cut_episode_is_scored_by_the_environment(tiny):
+    model, tok = tiny
+    envs = [_ScoredAtTheEnd(turns=3) for _ in range(2)]
+    tasks = envs[0].sample_tasks(2, random.Random(0))
+    trajs = run_episodes(model, tok, envs, tasks, max_turns=1, max_new_tokens=3, max_context=4096)
+    for traj in trajs:
+        assert traj.stop_reason == "max_turns"
+        assert traj.reward >= 10.0 - 1.0  # the final verdict is added to the last step's reward

@@ -166,8 +166,17 @@ class Stage:
     def make_envs(self, n: int) -> list[Any]:
         from kag.core.plugins import Plugins
 
+        import inspect
+
         plugins = self.plugins or Plugins()
-        return [plugins.create("environment", self.config.environment, **self.config.env_options) for _ in range(n)]
+        factory = plugins.entry("environment", self.config.environment).factory
+        options = dict(self.config.env_options)
+        try:  # environments that evaluate (kernel-*) get the run's plugin choices (reward, guards)
+            if "plugins" in inspect.signature(factory).parameters:
+                options.setdefault("plugins", plugins)
+        except (TypeError, ValueError):
+            pass
+        return [factory(**options) for _ in range(n)]
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:

@@ -119,10 +119,12 @@ def run_episodes(
                     continue
                 if turn_index + 1 == max_turns:
                     e.done, e.traj.stop_reason = True, "max_turns"
+                    _truncate(e)
                     continue
                 e.pending = chat.continuation_ids(obs)
                 if len(e.context) + len(e.pending) + max_new_tokens > max_context:
                     e.done, e.traj.stop_reason = True, "max_context"
+                    _truncate(e)
                     continue
                 e.context.extend(e.pending)
     finally:
@@ -130,6 +132,20 @@ def run_episodes(
     for e in eps:
         e.traj.reward = float(sum(e.traj.metadata["step_rewards"]))
     return [e.traj for e in eps]
+
+
+def _truncate(e: Any) -> None:
+    """The trainer's budget ended the episode: let the environment score it (the kernel
+    environments re-score the best solution seen) and add that to the last step's reward."""
+    finish = getattr(e.env, "truncate", None)
+    if finish is None:
+        return
+    try:
+        result = finish()
+    except RuntimeError:  # the environment had already ended the episode
+        return
+    if result is not None:
+        e.traj.metadata["step_rewards"][-1] += float(getattr(result, "reward", 0.0) or 0.0)
 
 
 def _plain(info: dict[str, Any]) -> dict[str, Any]:
