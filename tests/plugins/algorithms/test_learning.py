@@ -61,3 +61,23 @@ def test_warmup_ppo_raises_reward(tmp_path):
     if os.environ.get("KAG_LEARNING_PLOT"):
         _plot(rows, os.environ["KAG_LEARNING_PLOT"])
     assert end > start + 0.2, f"mean reward did not rise clearly: {start:.3f} -> {end:.3f}"
+
+
+@pytest.mark.slow
+def test_agentic_ppo_raises_reward_on_two_turn_episodes(tmp_path):
+    """Multi-turn PPO (the second digit arrives as a tool message) learns too, from scratch."""
+    data = json.loads(json.dumps(LEARNING_CONFIG))
+    data["train"].update(output_dir=str(tmp_path / "agentic"), max_turns=2)
+    data["environments"]["copy-digit"]["turns"] = 2
+    cfg = train_config_from_dict("agentic", data)
+    plugins = Plugins(load_entrypoints=False)
+    plugins.create("algorithm", "agentic", config=cfg, plugins=plugins).run()
+    rows = [json.loads(r) for r in (tmp_path / "agentic" / "metrics.jsonl").read_text().splitlines()]
+    start = sum(r["reward_mean"] for r in rows[:5]) / 5
+    end = sum(r["reward_mean"] for r in rows[-5:]) / 5
+    print(f"\nagentic learning check: reward {start:.3f} -> {end:.3f} over {len(rows)} steps")
+    print("curve:", [round(r["reward_mean"], 3) for r in rows])
+    if os.environ.get("KAG_LEARNING_PLOT"):
+        _plot(rows, os.environ["KAG_LEARNING_PLOT"].replace(".png", "_agentic.png"))
+    assert all(r["turns"] == 2 for r in rows)
+    assert end > start + 0.2, f"mean reward did not rise clearly: {start:.3f} -> {end:.3f}"
