@@ -117,6 +117,9 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-baseline-cache", is_flag=True, help="Re-time the baselines instead of using the cache."),
         click.option("--seed", type=int, help="Fix the input seed (default: secret and random)."),
         click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object."),
+        click.option("--reference", is_flag=True,
+                     help="profile: analyse the reference instead (its kernels, eager/compile times, target); "
+                          "automatic while model_new.py is still the starter."),
     ]
     for opt in reversed(options):
         command = opt(command)
@@ -125,7 +128,7 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
          tolerance: str | None, compile_mode: str, num_checks: int, num_timed: int, warmup: int,
-         no_baseline_cache: bool, seed: int | None, as_json: bool, plugin_pairs: tuple[str, ...],
+         no_baseline_cache: bool, seed: int | None, as_json: bool, reference: bool, plugin_pairs: tuple[str, ...],
          config_path: str | None) -> None:
     from kag.core.evaluate import EvalOptions, evaluate
 
@@ -144,6 +147,13 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         num_timed=num_timed, warmup=warmup, use_baseline_cache=not no_baseline_cache, seed=seed,
         do_correctness=mode in ("score", "verify"), do_timing=mode in ("score", "profile"),
     )
+    if mode == "profile":
+        from kag.core.analysis import analyse_reference, format_analysis, is_untouched
+
+        if reference or is_untouched(task, solution):
+            analysis = analyse_reference(task, "cuda" if options.backend == "cuda" else "cpu", compile_mode)
+            click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
+            return
     result = evaluate(task, solution, options, plugins)
     if as_json:
         click.echo(json.dumps(result_json(result), indent=2))

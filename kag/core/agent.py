@@ -21,6 +21,7 @@ from typing import Any, Callable
 import attrs
 
 from kag import __version__
+from kag.core.analysis import analyse_reference, format_analysis, is_untouched
 from kag.core.bridge import BridgeReply, EvalBridge
 from kag.core.evaluate import EvalOptions, evaluate
 from kag.core.plugins import Plugins
@@ -77,6 +78,9 @@ class EpisodeEvaluator:
             built = build_solution(solution, backend, self.workspace / ".kag" / "build",
                                    timeout_s=self.options.timeouts.build_s)
             return BridgeReply(format_build(built, backend.name), 0 if built.ok else 1)
+        if action == "profile" and is_untouched(self.task, solution):  # the paper's analysis step
+            device = "cuda" if self.options.backend == "cuda" else "cpu"
+            return BridgeReply(format_analysis(analyse_reference(self.task, device, self.options.compile_mode)), 0)
         opts = attrs.evolve(self.options, do_timing=False) if action == "verify" else self.options
         result = evaluate(self.task, solution, opts, self.plugins, pool=self.pool)
         with self._lock:

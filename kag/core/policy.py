@@ -133,3 +133,18 @@ def message_from_openai(data: dict[str, Any]) -> Message:
                               arguments=parse_arguments(fn.get("arguments"))))
     return Message(role=data.get("role") or "assistant", content=data.get("content") or "", tool_calls=calls,
                    tool_call_id=data.get("tool_call_id"), name=data.get("name"))
+
+
+def step_from_tokens(tokenizer: Any, stop_ids: Any, prompt: list[int], ids: list[int], logprobs: list[float],
+                     finish: str) -> PolicyStep:
+    """A policy step from generated token ids (in-process engines: hf, vllm): decode, drop special
+    tokens other than the tool-call markers, parse the tool calls, and keep ids and log-probs."""
+    text = tokenizer.decode([i for i in ids if i not in stop_ids], skip_special_tokens=False)
+    for special in tokenizer.all_special_tokens:  # end-of-turn markers, not prose
+        if special not in ("<tool_call>", "</tool_call>"):
+            text = text.replace(special, "")
+    content, calls = parse_tool_call_text(text)
+    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)}
+    return PolicyStep(message=Message(role="assistant", content=content, tool_calls=calls),
+                      finish_reason="tool_calls" if calls else finish, prompt_token_ids=prompt,
+                      response_token_ids=ids, response_logprobs=logprobs, usage=usage)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import TOOL_CALL_RE, PolicyError, PolicyStep, parse_tool_call_text  # noqa: F401
+from kag.core.policy import TOOL_CALL_RE, PolicyError, PolicyStep, parse_tool_call_text, step_from_tokens  # noqa: F401
 from kag.core.records import Message
 
 # the parser lives in kag.core.policy (the text-only RL environments use it too)
@@ -127,15 +127,7 @@ class HFPolicy:
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyStep:
         prompt = self.prompt_ids(messages, tools)
         ids, logprobs, finish = self.generate(prompt)
-        text = self.tokenizer.decode([i for i in ids if i not in self.stop_ids], skip_special_tokens=False)
-        for special in self.tokenizer.all_special_tokens:  # end-of-turn markers, not prose
-            if special not in ("<tool_call>", "</tool_call>"):
-                text = text.replace(special, "")
-        content, calls = parse_tool_calls(text)
-        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)}
-        return PolicyStep(message=Message(role="assistant", content=content, tool_calls=calls),
-                          finish_reason="tool_calls" if calls else finish, prompt_token_ids=prompt,
-                          response_token_ids=ids, response_logprobs=logprobs, usage=usage)
+        return step_from_tokens(self.tokenizer, self.stop_ids, prompt, ids, logprobs, finish)
 
 
 @hookimpl

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import PolicyError, PolicyStep, messages_to_openai, parse_tool_call_text
+from kag.core.policy import PolicyError, PolicyStep, messages_to_openai, step_from_tokens
 from kag.core.records import Message
 
 
@@ -103,15 +103,7 @@ class VLLMPolicy:
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyStep:
         prompt = self.prompt_ids(messages, tools)
         ids, logprobs, finish = self.generate(prompt)
-        text = self.tokenizer.decode([i for i in ids if i not in self.stop_ids], skip_special_tokens=False)
-        for special in self.tokenizer.all_special_tokens:  # end-of-turn markers, not prose
-            if special not in ("<tool_call>", "</tool_call>"):
-                text = text.replace(special, "")
-        content, calls = parse_tool_call_text(text)
-        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)}
-        return PolicyStep(message=Message(role="assistant", content=content, tool_calls=calls),
-                          finish_reason="tool_calls" if calls else finish, prompt_token_ids=prompt,
-                          response_token_ids=ids, response_logprobs=logprobs, usage=usage)
+        return step_from_tokens(self.tokenizer, self.stop_ids, prompt, ids, logprobs, finish)
 
 
 @hookimpl
