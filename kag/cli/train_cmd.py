@@ -51,7 +51,6 @@ def run_stage(stage: str, config_path: str, sets: tuple[str, ...] = (), plugin_p
     """Load the config, pick plugins, run one stage; returns its summary."""
     from kag.core.config import load_config
     from kag.core.plugins import Plugins, parse_plugin_options
-    from kag.plugins.algorithms.ppo.config import train_config_from_dict
 
     config = load_config(config_path)
     data = dict(config.data)
@@ -60,11 +59,11 @@ def run_stage(stage: str, config_path: str, sets: tuple[str, ...] = (), plugin_p
     stage_table.update(_parse_sets(sets))
     train[stage] = stage_table
     data["train"] = train
-    cfg = train_config_from_dict(stage, data, where=str(config_path))
     plugins = Plugins()
     plugins.select(config.plugins)
     plugins.select(parse_plugin_options(plugin_pairs))
-    return plugins.create("algorithm", stage, config=cfg, plugins=plugins).run()
+    return plugins.create("algorithm", stage, config_data=data, stage=stage, where=str(config_path),
+                          plugins=plugins).run()
 
 
 def _stage_command(stage: str) -> click.Command:

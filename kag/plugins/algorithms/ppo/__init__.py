@@ -15,9 +15,15 @@ from kag.core.hookspecs import hookimpl
 
 
 def _lazy(module: str, attr: str, doc: str) -> Any:
-    def factory(config: Any, plugins: Any | None = None) -> Any:
+    def factory(config: Any = None, plugins: Any | None = None, *, config_data: dict | None = None,
+                stage: str | None = None, where: str = "config") -> Any:
+        """``config`` (a TrainConfig), or ``config_data`` (the TOML tables) to build it from."""
         import importlib
 
+        if config is None:
+            from kag.plugins.algorithms.ppo.config import train_config_from_dict
+
+            config = train_config_from_dict(stage or attr, config_data or {}, where=where)
         return getattr(importlib.import_module(f"kag.plugins.algorithms.ppo.{module}"), attr)(config, plugins)
 
     factory.__doc__ = doc
