@@ -52,28 +52,9 @@ def read_solution_dir(path: Path) -> Any:
         raise TaskError(f"--solution {path}: not a directory; pass the folder holding model_new.py and kernels/")
     if not (path / "model_new.py").is_file():
         raise TaskError(f"{path}: no model_new.py; a solution is model_new.py plus kernels/")
-    try:
-        from kag.core.workspace import read_solution
-    except ImportError:
-        return _read_solution_fallback(path)
+    from kag.core.workspace import read_solution
+
     return read_solution(path)
-
-
-def _read_solution_fallback(path: Path) -> Any:
-    from kag.core.records import Solution
-
-    kernels = {}
-    ignored = []
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = f.relative_to(path).as_posix()
-        if rel == "model_new.py":
-            continue
-        if rel.startswith("kernels/") and "__pycache__" not in rel:
-            kernels[rel[len("kernels/"):]] = f.read_text(encoding="utf-8", errors="replace")
-        else:
-            ignored.append(rel)
-    return Solution(model_new=(path / "model_new.py").read_text(encoding="utf-8"), kernels=kernels,
-                    ignored_files=ignored)
 
 
 def pick_backend(name: str) -> str:

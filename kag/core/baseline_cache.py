@@ -18,7 +18,10 @@ from kag.core.records import TimingStats, from_dict, to_dict
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("KAG_CACHE_DIR") or Path.home() / ".cache" / "kag")
+    """The same root as the build cache (``$KAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/kag``)."""
+    from kag.core.build import cache_root
+
+    return cache_root()
 
 
 def cache_key(task_hash: str, device_name: str, torch_version: str, baseline: str, mode: str,

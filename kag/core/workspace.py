@@ -20,7 +20,7 @@ from typing import Any
 from kag.core.records import Solution, Task
 
 FIXED_FILES = ("SKILL.md", "binding.cpp", "binding_registry.h")
-UTILS = ("compile.sh", "verification.py", "profiling.py")
+UTILS = ("compile.sh", "verification.py", "profiling.py", "kag_bridge.py")
 META_DIR = ".kag"
 META_FILE = "workspace.json"
 SKIP_DIRS = {META_DIR, "__pycache__", ".git"}

@@ -9,28 +9,13 @@ Usage: python3 utils/profiling.py
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def via_bridge(action: str, args: list) -> int:
-    """Inside a sandbox: ask the trusted evaluator outside through $KAG_BRIDGE (kag.core.bridge)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect(os.environ["KAG_BRIDGE"])
-        sock.sendall((json.dumps({"action": action, "args": args}) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    reply = json.loads(data.decode())
-    print(reply["output"], end="" if reply["output"].endswith("\n") else "\n")
-    return int(reply["returncode"])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kag_bridge import via_bridge  # noqa: E402
 
 
 def main() -> int:
