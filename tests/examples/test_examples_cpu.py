@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "task.txt").is_file()) if EXAMPLES.is_dir() else []
-KERNELBENCH = Path(os.environ.get("KAG_TEST_KERNELBENCH", ROOT.parent / "shared" / "kernelbench"))
+KERNELBENCH = Path(os.environ.get("KAG_TEST_KERNELBENCH", ROOT / "examples" / "kernelbench_sample"))
 TORCH_INCLUDE = re.compile(r'#\s*include\s*[<"](torch|ATen|c10)/')
 
 _have_build = importlib.util.find_spec("kag.core.build") is not None
