@@ -2,12 +2,7 @@
 # One device call for issue 3/5 evidence: the example solutions scored on the GPU, the evaluator
 # benchmark, and `kag run` with the replay policy (the main job) on a level-2 example.
 # Run from the repo root with KernelBench levels 1-3 carried in .kb.
-set -uo pipefail
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:${PYTHONPATH:-}" KAG_KERNELBENCH="$PWD/.kb" KAG_CACHE_DIR=/tmp/kag-cache
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m kag.cli.main "$@"\n' > /tmp/bin/kag && chmod +x /tmp/bin/kag
-export PATH="/tmp/bin:$PATH"
-step() { echo; echo "=== $1 ($(date +%T))"; }
+source bench/device_env.sh
 step "examples scored on the GPU"
 timeout 260 python3 bench/examples.py ${EXAMPLES:-relu sigmoid tanh gelu leaky_relu softmax sum_reduction diag_matmul gemm_divide_sum_scaling} \
   > "$OUT/examples.log" 2>&1; tail -14 "$OUT/examples.log"

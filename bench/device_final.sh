@@ -2,12 +2,7 @@
 # The last device call of a session with little device time left: examples on the GPU, the main
 # job (kag run, replay) on a level-2 example, the evaluator benchmark, then the CUDA adversarial
 # corpus until the time runs out. Each part has its own time limit; logs go to $OUT.
-set -uo pipefail
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:${PYTHONPATH:-}" KAG_KERNELBENCH="$PWD/.kb" KAG_CACHE_DIR=/tmp/kag-cache
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m kag.cli.main "$@"\n' > /tmp/bin/kag && chmod +x /tmp/bin/kag
-export PATH="/tmp/bin:$PATH"
-step() { echo; echo "=== $1 ($(date +%T))"; }
+source bench/device_env.sh
 step "examples"
 timeout 170 python3 bench/examples.py diag_matmul gemm_divide_sum_scaling relu softmax > "$OUT/examples.log" 2>&1
 grep -v '^{' "$OUT/examples.log" | tail -8

@@ -101,8 +101,11 @@ def main() -> int:
     rows.update(score_cold_baselines_s=cold_score_s, score_cached_baselines_s=cached_score_s,
                 score_reward=second["reward"], score_times_ms=second["times_ms"],
                 baseline_cache=second["metadata"].get("baseline_cache"), first_reward=first["reward"])
+    rows.update(score_cold_durations_s=first["durations_s"], score_cached_durations_s=second["durations_s"])
     print(f"kag score: cold baselines {cold_score_s:.2f} s, cached {cached_score_s:.2f} s, "
           f"reward {second['reward']}, times {second['times_ms']}", flush=True)
+    print(f"  phases, cold (s):   {first['durations_s']}", flush=True)
+    print(f"  phases, cached (s): {second['durations_s']}", flush=True)
 
     # 4. the same candidate timed 10 times, each in a fresh evaluation
     medians, cvs = [], []
@@ -123,6 +126,7 @@ def main() -> int:
         ("rebuild speed-up vs cpp_extension", f"{full_s / edit_s:.1f}x"),
         ("kag score, cold baselines", f"{cold_score_s:.2f} s"),
         ("kag score, cached baselines", f"{cached_score_s:.2f} s (reward {second['reward']['value']})"),
+        ("  of which in the judge process", f"{second['durations_s'].get('judge_wall', float('nan')):.2f} s"),
         (f"{args.repeats} repeated timings (median ms)", " ".join(f"{m:.4f}" for m in medians)),
         ("CV across repeats", f"{100 * rows['repeat_cv_across_runs']:.2f}%"),
         ("CV within a run (median)", f"{100 * rows['repeat_cv_within_run_median']:.2f}%"),

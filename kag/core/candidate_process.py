@@ -15,6 +15,41 @@ class CandidateFailure(Exception):
         self.kind = kind
 
 
+def default_host_memory_bytes() -> int:
+    """Half of this machine's RAM: what one candidate may hold in private memory before it is
+    killed as out of memory (the OOM killer would otherwise take the judge, or the machine)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 16 << 30
+
+
+def session_anon_bytes(sid: int) -> int:
+    """Private resident memory (RssAnon) of every process in session ``sid`` (Linux /proc); shared
+    memory, which carries the judge's input tensors on the CPU backend, is not counted."""
+    total = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) != sid:  # state ppid pgrp session ...
+                continue
+            with open(f"/proc/{entry}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"RssAnon:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(-code).name
@@ -23,16 +58,42 @@ def _signal_name(code: int) -> str:
 
 
 class CandidateProcess:
-    """A spawned candidate with a wall-clock timeout on every wait; killed with its session."""
+    """A spawned candidate with a wall-clock timeout on every wait; killed with its session.
 
-    def __init__(self, spec: dict[str, Any]):
-        import torch.multiprocessing as tmp
+    The interpreter starts (and imports torch) as soon as this is built, while the judge still
+    loads the reference and times the baselines; ``prepare`` then initialises the device and
+    ``start`` hands over the solution, which is imported only then, after the baselines.
+    """
+
+    MEMORY_CHECK_INTERVAL_S = 0.5
+
+    def __init__(self, output_fifo: str | None = None, host_memory_bytes: int | None = None):
+        import multiprocessing
+
+        self.host_memory_bytes = host_memory_bytes or default_host_memory_bytes()
+        self._memory_checked = 0.0
 
         from kag.core.candidate import candidate_main, spawn_process
 
-        self.conn, child = tmp.get_context("spawn").Pipe(duplex=True)
-        self.proc = spawn_process(candidate_main, (child, spec), "kag-candidate")
+        self.conn, child = multiprocessing.get_context("spawn").Pipe(duplex=True)
+        self.proc = spawn_process(candidate_main, (child, output_fifo), "kag-candidate")
         child.close()
+
+    def prepare(self, device: str, env: dict[str, str]) -> None:
+        """Set the candidate's environment (CUDA_VISIBLE_DEVICES) and initialise its device; no reply
+        is awaited, so this overlaps with the judge's own work."""
+        self.send(("prepare", {"device": device, "env": env}))
+
+    def start(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Import model_new.py and build ModelNew; returns the candidate's "ready" info."""
+        self.send(("spec", spec))
+        prepared = self.receive(timeout_s, "starting the candidate process")
+        if prepared[0] != "prepared":
+            raise CandidateFailure("exception", f"starting the candidate: unexpected reply {prepared[0]!r}")
+        ready = self.receive(timeout_s, "importing model_new.py and building ModelNew")
+        if ready[0] != "ready":
+            raise CandidateFailure("exception", f"loading the solution: unexpected reply {ready[0]!r}")
+        return ready[1] if isinstance(ready[1], dict) else {}
 
     @property
     def pid(self) -> int | None:
@@ -71,10 +132,22 @@ class CandidateProcess:
                 return msg
             if not self.proc.is_alive() and not self.conn.poll(0):
                 raise self._closed(f"during {phase}")
+            self._check_memory(phase)
             if time.monotonic() >= deadline:
                 self.kill()
                 raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
                                                   f"the candidate process was killed")
+
+    def _check_memory(self, phase: str) -> None:
+        now = time.monotonic()
+        if now - self._memory_checked < self.MEMORY_CHECK_INTERVAL_S or self.proc.pid is None:
+            return
+        self._memory_checked = now
+        used = session_anon_bytes(self.proc.pid)  # the candidate leads its own session (setsid)
+        if used > self.host_memory_bytes:
+            self.kill()
+            raise CandidateFailure("oom", f"{phase}: the candidate held {used / 2**30:.1f} GiB of host memory, over "
+                                          f"the limit of {self.host_memory_bytes / 2**30:.1f} GiB, and was killed")
 
     def _closed(self, when: str) -> CandidateFailure:
         self.proc.join(timeout=5)

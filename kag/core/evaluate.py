@@ -18,7 +18,6 @@ iterations the judge picks in secret. Any violation fails the result (error_kind
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "misma
 INIT_SEED = 42  # weights are not secret: the candidate receives them anyway
 RUNTIME_GUARDS_WIRED = True  # the candidate runs every guard's check_forward (issue 4)
 RECHECKED_TIMED_ITERATIONS = 3  # timed iterations whose outputs the judge re-checks (chosen in secret)
-_ENV_LOCK = threading.Lock()
 
 
 @attrs.define
@@ -65,6 +63,7 @@ class EvalOptions:
     cache_dir: str | None = None
     use_baseline_cache: bool = True
     seed: int | None = None  # None: a secret random seed per evaluation
+    host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM
 
 
 def backend_device(backend: str, plugins: Plugins | None = None) -> str:
@@ -163,6 +162,7 @@ def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str,
         "runtime_guards": runtime_guards, "guard_options": guard_opts,
         "plugin_selection": plugins.names_selected(), "plugin_builtins": _guard_builtins(plugins, runtime_guards),
         "rechecked_iterations": min(RECHECKED_TIMED_ITERATIONS, options.num_timed),
+        "host_memory_bytes": int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
     }
 
 
@@ -179,66 +179,87 @@ def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
     return sorted(set(extra))
 
 
-def run_judge(spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
-    """Spawn the judge, wait for its report under an overall deadline, kill what is left."""
-    import signal
+class JudgeProcess:
+    """The spawned judge. It is started before the build so that its interpreter (and the
+    candidate's, which it spawns at once) import torch while the solution compiles; it touches no
+    GPU until ``run`` sends the spec with the GPU the pool lent."""
 
-    import torch.multiprocessing as tmp
+    def __init__(self) -> None:
+        import multiprocessing
 
-    from kag.core.candidate import spawn_process
-    from kag.core.judge import judge_main
+        from kag.core.candidate import spawn_process
+        from kag.core.judge import judge_main
 
-    t = spec["timeouts"]
-    budget = (t["baseline_s"] * max(1, len(spec["baselines"])) + 2 * t["load_s"]
-              + spec["num_checks"] * t["check_s"] + t["timing_s"] + 120.0)
-    parent, child = tmp.get_context("spawn").Pipe(duplex=False)
-    with _ENV_LOCK:  # the spawned judge (and its candidate) inherit the environment at start()
-        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible_devices is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
+        self.conn, child = multiprocessing.get_context("spawn").Pipe(duplex=True)
+        self.proc = spawn_process(judge_main, (child,), "kag-judge")
+        child.close()
+        self.candidate_pid: int | None = None
+        self.closed = False
+
+    def run(self, spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
+        """Send the spec and wait for the report under an overall deadline."""
+        t = spec["timeouts"]
+        budget = (t["baseline_s"] * max(1, len(spec["baselines"])) + 2 * t["load_s"]
+                  + spec["num_checks"] * t["check_s"] + t["timing_s"] + 120.0)
+        report: dict[str, Any] | None = None
         try:
-            proc = spawn_process(judge_main, (child, spec), "kag-judge")
-        finally:
-            if visible_devices is not None:
-                if saved is None:
-                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-                else:
-                    os.environ["CUDA_VISIBLE_DEVICES"] = saved
-    child.close()
-    candidate_pid: int | None = None
-    report: dict[str, Any] | None = None
-    deadline = time.monotonic() + budget
-    try:
+            self.conn.send(("spec", dict(spec, visible_devices=visible_devices)))
+        except (OSError, EOFError):
+            return {"error_kind": "exception", "judge_error": True,
+                    "error": f"the judge process ended before it got the spec (exit status {self.proc.exitcode})"}
+        deadline = time.monotonic() + budget
         while report is None:
-            if parent.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
-                try:
-                    msg = parent.recv()
-                except (EOFError, OSError):
+            if self.conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                msg = self._receive()
+                if msg is None:
                     break
-                if msg[0] == "candidate":
-                    candidate_pid = msg[1]
-                elif msg[0] == "result":
+                if msg[0] == "result":
                     report = msg[1]
-            elif not proc.is_alive() and not parent.poll(0):
+            elif not self.proc.is_alive() and not self.conn.poll(0):
                 break
             elif time.monotonic() > deadline:
                 report = {"error_kind": "timeout", "judge_error": True,
                           "error": f"the evaluation did not finish within {budget:.0f} s and was killed"}
-    finally:
-        if candidate_pid is not None:
+        if report is None:
+            self.proc.join(timeout=5)
+            report = {"error_kind": "exception", "judge_error": True,
+                      "error": f"the judge process ended without a report (exit status {self.proc.exitcode})"}
+        return report
+
+    def _receive(self) -> tuple | None:
+        """The judge's next message (None when its end is closed); notes the candidate's pid."""
+        try:
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            return None
+        if msg[0] == "candidate":
+            self.candidate_pid = msg[1]
+        return msg
+
+    def close(self) -> None:
+        """Kill what is left: the candidate's session and the judge."""
+        import signal
+
+        if self.closed:
+            return
+        self.closed = True
+        while self.candidate_pid is None and self.conn.poll(0) and self._receive() is not None:
+            pass
+        if self.candidate_pid is not None:
             try:
-                os.killpg(candidate_pid, signal.SIGKILL)
+                os.killpg(self.candidate_pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        proc.join(timeout=15)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=5)
-        parent.close()
-    if report is None:
-        report = {"error_kind": "exception", "judge_error": True,
-                  "error": f"the judge process ended without a report (exit status {proc.exitcode})"}
-    return report
+        if self.proc.is_alive():
+            try:
+                self.conn.send(("exit", None))
+            except (OSError, EOFError):
+                pass
+            self.proc.join(timeout=15)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
 
 
 def _merge(result: EvalResult, report: dict[str, Any]) -> None:
@@ -290,28 +311,35 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         result.error_kind = "guard"
         result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
         return _finish(result, plugins, options, start)
-    with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
-        tmpdir = Path(tmp)
-        model_new_path = tmpdir / "solution" / "model_new.py"
-        model_new_path.parent.mkdir()
-        model_new_path.write_text(solution.model_new, encoding="utf-8")
-        write_kernels(solution, model_new_path.parent)
-        module_dir = None
-        if needs_build(solution):
-            t0 = time.perf_counter()
-            ok, module_dir, log, notes = build(solution, plugins, tmpdir / "build", options)
-            result.durations_s["build"] = round(time.perf_counter() - t0, 3)
-            result.build_log = log
-            if notes:
-                result.metadata.setdefault("notes", []).extend(notes)
-            if not ok:
-                result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
-                return _finish(result, plugins, options, start)
-        result.compiled = True
-        spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
-                           guard_opts)
-        with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
-            report = run_judge(spec, slot.visible)
+    judge = JudgeProcess()  # starts importing torch while the solution builds
+    try:
+        with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
+            tmpdir = Path(tmp)
+            model_new_path = tmpdir / "solution" / "model_new.py"
+            model_new_path.parent.mkdir()
+            model_new_path.write_text(solution.model_new, encoding="utf-8")
+            write_kernels(solution, model_new_path.parent)
+            module_dir = None
+            if needs_build(solution):
+                t0 = time.perf_counter()
+                ok, module_dir, log, notes = build(solution, plugins, tmpdir / "build", options)
+                result.durations_s["build"] = round(time.perf_counter() - t0, 3)
+                result.build_log = log
+                if notes:
+                    result.metadata.setdefault("notes", []).extend(notes)
+                if not ok:
+                    result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
+                    return _finish(result, plugins, options, start)
+            result.compiled = True
+            spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
+                               guard_opts)
+            with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
+                t0 = time.perf_counter()
+                report = judge.run(spec, slot.visible)
+                judge.close()  # before the GPU goes back to the pool
+                result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
+    finally:
+        judge.close()
     _merge(result, report)
     return _finish(result, plugins, options, start)
 

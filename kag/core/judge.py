@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import secrets
+import sys
 import time
 from typing import Any, Callable
 
@@ -165,17 +166,17 @@ class Judge:
             self.report["durations_s"][f"baseline_{name}"] = round(time.perf_counter() - start, 3)
 
     # -- the candidate --------------------------------------------------------------------------
-    def start_candidate(self, output_fifo: str) -> CandidateProcess:
+    def start_candidate(self, cand: CandidateProcess) -> CandidateProcess:
+        """Hand the solution to the pre-started candidate process (only now, after the baselines,
+        does any solution code run), then send it the reference weights and the input buffer."""
         spec = self.spec
         cspec = {k: spec[k] for k in ("task_code", "task_path", "device", "init_seed", "model_new_path",
                                       "module_dir", "runtime_guards", "plugin_selection")}
         cspec.update(guard_options=spec.get("guard_options", {}), plugin_builtins=spec.get("plugin_builtins", []))
-        cspec["output_fifo"] = output_fifo
         start = time.perf_counter()
-        cand = self.candidate = CandidateProcess(cspec)
-        self.notify(("candidate", cand.pid))
+        self.candidate = cand
         load_s = spec["timeouts"]["load_s"]
-        cand.receive(load_s, "importing model_new.py and building ModelNew")
+        cand.start(cspec, load_s)
         state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         cand.send(("state", state))
         loaded = cand.receive(load_s, "loading the reference weights into ModelNew")
@@ -223,7 +224,9 @@ class Judge:
                                        error=f"check {k + 1} of {n}: {mismatch}")
                     return False
                 if k + 1 == guard_at:
+                    t0 = time.perf_counter()
                     mismatch = self.runtime_violations(cand, tolerance.tolerance)
+                    self.report["durations_s"]["guards"] = round(time.perf_counter() - t0, 3)
                     if mismatch is not None:
                         text = f"the guarded forward call (after check {k + 1}): {mismatch}"
                         self.report["correct"] = False
@@ -351,24 +354,50 @@ class Judge:
         kept = info.get("kept")
         del info, msg
         if chosen:
+            t0 = time.perf_counter()
             self.recheck_timed(kept, chosen)
+            self.report["durations_s"]["recheck"] = round(time.perf_counter() - t0, 3)
         del kept
         self.report["durations_s"]["timing"] = round(time.perf_counter() - start, 3)
 
 
-def judge_main(conn: Any, spec: dict[str, Any]) -> None:
-    """Entry point of the spawned judge process; sends ("candidate", pid) then ("result", report)."""
+def judge_main(conn: Any) -> None:
+    """Entry point of the spawned judge process.
+
+    It starts before the orchestrator has built the solution: the candidate interpreter is spawned
+    at once and both import torch while the build runs. Then it waits for ("spec", spec), whose
+    ``visible_devices`` it applies before any CUDA call, and sends ("candidate", pid) and finally
+    ("result", report); ("exit", None) instead of a spec ends it.
+    """
     die_with_parent()
     os.dup2(2, 1)  # nothing the judge or torch prints may reach the caller's stdout (kag score --json)
     from kag.core.channel import OutputCapture
+
+    capture = OutputCapture()
+    early = CandidateProcess(capture.path)
+    conn.send(("candidate", early.pid))
+    import torch  # noqa: F401 - imported while the orchestrator builds
+
     from kag.core.records import to_dict
     from kag.core.timing import device_info
 
+    msg = conn.recv()
+    if not isinstance(msg, tuple) or msg[0] != "spec":
+        early.close(grace_s=0.0)
+        capture.close()
+        return
+    spec = msg[1]
+    if spec.get("host_memory_bytes"):
+        early.host_memory_bytes = int(spec["host_memory_bytes"])
+    if spec.get("visible_devices") is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = spec["visible_devices"]
     report: dict[str, Any] = {}
     judge: Judge | None = None
-    capture: OutputCapture | None = None
+    start = time.perf_counter()
     try:
-        start = time.perf_counter()
+        if spec["do_correctness"] or spec["do_timing"]:
+            env = {"CUDA_VISIBLE_DEVICES": spec["visible_devices"]} if spec.get("visible_devices") is not None else {}
+            early.prepare(spec["device"], env)
         judge = Judge(spec, conn.send)
         report = judge.report
         report["device"] = device_info(judge.device, spec["backend"])
@@ -376,8 +405,7 @@ def judge_main(conn: Any, spec: dict[str, Any]) -> None:
         if spec["do_timing"]:
             judge.time_baselines()
         if spec["do_correctness"] or spec["do_timing"]:
-            capture = OutputCapture()
-            cand = judge.start_candidate(capture.path)
+            cand = judge.start_candidate(early)
             ok = judge.check(cand) if spec["do_correctness"] else True  # runs the runtime guards too
             if not spec["do_correctness"] and spec.get("runtime_guards"):
                 report["notes"].append("runtime guards run only with the correctness checks (not in profile)")
@@ -391,8 +419,10 @@ def judge_main(conn: Any, spec: dict[str, Any]) -> None:
         report.update(error_kind="exception", judge_error=True,
                       error=f"the judge failed (reference model or evaluator): {describe_exception(exc)}")
     finally:
-        if judge is not None and judge.candidate is not None:
-            judge.candidate.close()
-        if capture is not None:
-            report["candidate_output"] = capture.close()
+        early.close()
+        report["candidate_output"] = capture.close()
+        report.setdefault("durations_s", {})["judge"] = round(time.perf_counter() - start, 3)
         conn.send(("result", to_dict(report)))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the report is sent; skipping interpreter teardown frees the GPU sooner

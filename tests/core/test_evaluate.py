@@ -134,6 +134,15 @@ def test_faults_become_failed_results(task, cache_dir, case):
     assert result.reward.value == -1
 
 
+def test_host_memory_over_the_limit_is_an_oom(task, cache_dir):
+    # 1.5 GiB of private memory, held while the judge watches; the limit is 0.5 GiB.
+    hog = solution("hog = bytearray(1536 << 20)\ntime.sleep(30)\nreturn x", "import time\n")
+    result = evaluate(task, hog, verify_options(cache_dir, host_memory_gb=0.5,
+                                                timeouts=Timeouts(load_s=60, check_s=20)))
+    assert result.error_kind == "oom", result.error
+    assert "GiB of host memory, over the limit of 0.5 GiB" in result.error
+
+
 def test_failures_at_import_and_construction(task, cache_dir):
     result = evaluate(task, Solution(model_new="raise ImportError('nope')\n"), verify_options(cache_dir))
     assert result.error_kind == "exception" and "ImportError: nope" in result.error
