@@ -96,8 +96,17 @@ def main() -> int:
     cold_score_s, proc = timed(lambda: subprocess.run(score, capture_output=True, text=True, env=env))
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = json.loads(proc.stdout)
-    cached_score_s, proc = timed(lambda: subprocess.run(score, capture_output=True, text=True, env=env))
+    traced = dict(env, KAG_TRACE="1")
+    cached_score_s, proc = timed(lambda: subprocess.run(score, capture_output=True, text=True, env=traced))
     second = json.loads(proc.stdout)
+    trace = [line for line in (proc.stderr + (second["metadata"].get("candidate_output") or "")).splitlines()
+             if line.startswith("[kag-trace]")]
+    trace.sort(key=lambda line: float(line.split()[1]))
+    t0 = float(trace[0].split()[1]) if trace else 0.0
+    print("  timeline of the cached kag score (s after the judge started):")
+    for line in trace:
+        _, stamp, rest = line.split(" ", 2)
+        print(f"    {float(stamp) - t0:7.3f}  {rest}")
     rows.update(score_cold_baselines_s=cold_score_s, score_cached_baselines_s=cached_score_s,
                 score_reward=second["reward"], score_times_ms=second["times_ms"],
                 baseline_cache=second["metadata"].get("baseline_cache"), first_reward=first["reward"])
@@ -107,7 +116,17 @@ def main() -> int:
     print(f"  phases, cold (s):   {first['durations_s']}", flush=True)
     print(f"  phases, cached (s): {second['durations_s']}", flush=True)
 
-    # 4. the same candidate timed 10 times, each in a fresh evaluation
+    # 4. the evaluation inside a long-lived process (an agent episode, kag eval): a judge kept warm
+    from kag.core.judge_process import keep_judges_warm
+
+    keep_judges_warm(1)
+    time.sleep(15)  # the warm judge imports torch meanwhile, as it does while an agent thinks
+    warm_s, warm_result = timed(lambda: evaluate(task, read_solution(ws), EvalOptions(backend="cuda"), plugins))
+    rows.update(score_warm_judge_s=warm_s, score_warm_durations_s=warm_result.durations_s)
+    print(f"evaluate() with a warm judge, cached baselines: {warm_s:.2f} s, reward {warm_result.reward}, "
+          f"phases {warm_result.durations_s}", flush=True)
+
+    # 5. the same candidate timed 10 times, each in a fresh evaluation
     medians, cvs = [], []
     for _ in range(args.repeats):
         r = evaluate(task, read_solution(ws), EvalOptions(backend="cuda", do_correctness=False), plugins)
@@ -127,6 +146,7 @@ def main() -> int:
         ("kag score, cold baselines", f"{cold_score_s:.2f} s"),
         ("kag score, cached baselines", f"{cached_score_s:.2f} s (reward {second['reward']['value']})"),
         ("  of which in the judge process", f"{second['durations_s'].get('judge_wall', float('nan')):.2f} s"),
+        ("evaluate() with a warm judge (cached)", f"{warm_s:.2f} s (reward {warm_result.reward.value})"),
         (f"{args.repeats} repeated timings (median ms)", " ".join(f"{m:.4f}" for m in medians)),
         ("CV across repeats", f"{100 * rows['repeat_cv_across_runs']:.2f}%"),
         ("CV within a run (median)", f"{100 * rows['repeat_cv_within_run_median']:.2f}%"),

@@ -70,6 +70,10 @@ class EpisodeEvaluator:
         self.records: list[tuple[Solution, EvalResult]] = []
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
+        if options.backend != "cpu":  # an episode evaluates again and again: keep a judge started
+            from kag.core.judge_process import keep_judges_warm
+
+            keep_judges_warm(1)
 
     def __call__(self, action: str, args: list[str]) -> BridgeReply:
         solution = read_solution(self.workspace)

@@ -44,7 +44,7 @@ def die_with_parent() -> None:
 _SPAWN_LOCK = threading.Lock()
 
 
-def spawn_process(target: Any, args: tuple, name: str) -> Any:
+def spawn_process(target: Any, args: tuple, name: str, daemon: bool = False) -> Any:
     """Start ``target(*args)`` in a fresh interpreter (spawn) without re-importing ``__main__``.
 
     multiprocessing's spawn re-runs the caller's main script in the child unless it is guarded by
@@ -54,7 +54,7 @@ def spawn_process(target: Any, args: tuple, name: str) -> Any:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=target, args=args, daemon=False, name=name)
+    proc = ctx.Process(target=target, args=args, daemon=daemon, name=name)
     with _SPAWN_LOCK:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
@@ -268,6 +268,10 @@ def _prepare(arg: dict[str, Any]) -> Any:
     from kag.core.timing import Clock
 
     os.environ.update({str(k): str(v) for k, v in (arg.get("env") or {}).items()})
+    try:
+        import torch._dynamo  # noqa: F401 - slow (~1 s); snapshot_identities needs it before model_new
+    except ImportError:
+        pass
     device = arg["device"]
     clock = Clock(device)  # timers captured before any solution code exists in this process
     if clock.cuda:
@@ -296,6 +300,7 @@ def candidate_main(conn: Any, output_fifo: str | None) -> None:
 
     from kag.core.guarding import snapshot_identities
     from kag.core.tasks import load_module
+    from kag.core.trace import mark
 
     send_bytes, recv = conn.send_bytes, conn.recv
 
@@ -309,7 +314,9 @@ def candidate_main(conn: Any, output_fifo: str | None) -> None:
         msg = recv()
         if msg[0] != "prepare":
             return
+        mark("candidate", "prepare")
         clock = _prepare(msg[1])
+        mark("candidate", "prepared (device and profiler initialised)")
         send(("prepared", {"pid": os.getpid()}))
         msg = recv()
         if msg[0] != "spec":
@@ -317,6 +324,7 @@ def candidate_main(conn: Any, output_fifo: str | None) -> None:
         spec = msg[1]
         device = spec["device"]
         phase = "load"
+        mark("candidate", "spec received")
         guards = runtime_guards(spec)
         ns = load_module(spec["task_code"], spec["task_path"])
         torch.manual_seed(spec["init_seed"])
@@ -333,6 +341,7 @@ def candidate_main(conn: Any, output_fifo: str | None) -> None:
         if hasattr(model, "to"):
             model = model.to(device)
         session = Session(spec, model, clock, guards, snapshot, send, recv)
+        mark("candidate", "ModelNew built")
         send(("ready", {"pid": os.getpid()}))
         while True:
             msg = recv()

@@ -57,6 +57,76 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+class ForkedChild:
+    """A child of this process made with ``os.fork``: the part of ``multiprocessing.Process`` the
+    judge uses (pid, is_alive, join, exitcode, kill).
+
+    The judge forks the candidate right after importing torch and before any CUDA call, so the
+    candidate starts in milliseconds instead of importing torch again. The child keeps only
+    stdin/stdout/stderr and ``keep_fds``: every other inherited descriptor (the judge's channel to
+    the orchestrator above all) is pointed at /dev/null before ``target`` runs.
+    """
+
+    def __init__(self, target: Any, args: tuple, keep_fds: tuple[int, ...] = ()):
+        self.exitcode: int | None = None
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                _blank_fds(set(keep_fds) | {0, 1, 2})
+                target(*args)
+                code = 0
+            except BaseException:  # noqa: BLE001 - the judge sees the exit status
+                code = 1
+            finally:
+                os._exit(code)
+        self.pid = pid
+
+    def _reap(self, flags: int) -> bool:
+        if self.exitcode is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:
+            self.exitcode = -signal.SIGKILL
+            return True
+        if pid == 0:
+            return False
+        self.exitcode = os.waitstatus_to_exitcode(status)
+        return True
+
+    def is_alive(self) -> bool:
+        return not self._reap(os.WNOHANG)
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._reap(os.WNOHANG):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _blank_fds(keep: set[int]) -> None:
+    """Point every open descriptor not in ``keep`` at /dev/null (numbers stay taken, so a stale
+    object closing one later cannot close something the child opened since)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+        fd = int(name)
+        if fd in keep or fd == null:
+            continue
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
 class CandidateProcess:
     """A spawned candidate with a wall-clock timeout on every wait; killed with its session.
 
@@ -70,13 +140,12 @@ class CandidateProcess:
     def __init__(self, output_fifo: str | None = None, host_memory_bytes: int | None = None):
         import multiprocessing
 
+        from kag.core.candidate import candidate_main
+
         self.host_memory_bytes = host_memory_bytes or default_host_memory_bytes()
         self._memory_checked = 0.0
-
-        from kag.core.candidate import candidate_main, spawn_process
-
-        self.conn, child = multiprocessing.get_context("spawn").Pipe(duplex=True)
-        self.proc = spawn_process(candidate_main, (child, output_fifo), "kag-candidate")
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        self.proc = ForkedChild(candidate_main, (child, output_fifo), keep_fds=(child.fileno(),))
         child.close()
 
     def prepare(self, device: str, env: dict[str, str]) -> None:

@@ -76,7 +76,7 @@ class OutputCapture:
     and nothing it prints is ever parsed for a verdict.
     """
 
-    def __init__(self, limit: int = OUTPUT_TAIL_BYTES):
+    def __init__(self, limit: int = OUTPUT_TAIL_BYTES, start: bool = True):
         self.dir = tempfile.mkdtemp(prefix="kag-out-")
         self.path = os.path.join(self.dir, "output.fifo")
         os.mkfifo(self.path, 0o600)
@@ -88,7 +88,14 @@ class OutputCapture:
         self.total = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="kag-output-capture", daemon=True)
-        self._thread.start()
+        if start:
+            self._thread.start()
+
+    def start(self) -> None:
+        """Start draining (separate from construction: the judge forks the candidate in between,
+        and a fork must not happen while another thread runs)."""
+        if not self._thread.is_alive():
+            self._thread.start()
 
     def _read_available(self) -> None:
         while True:
@@ -115,7 +122,8 @@ class OutputCapture:
     def close(self) -> str:
         """Stop draining and return the tail (the text, with a note if it was truncated)."""
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
         self._read_available()
         os.close(self.fd)
         try:

@@ -179,89 +179,6 @@ def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
     return sorted(set(extra))
 
 
-class JudgeProcess:
-    """The spawned judge. It is started before the build so that its interpreter (and the
-    candidate's, which it spawns at once) import torch while the solution compiles; it touches no
-    GPU until ``run`` sends the spec with the GPU the pool lent."""
-
-    def __init__(self) -> None:
-        import multiprocessing
-
-        from kag.core.candidate import spawn_process
-        from kag.core.judge import judge_main
-
-        self.conn, child = multiprocessing.get_context("spawn").Pipe(duplex=True)
-        self.proc = spawn_process(judge_main, (child,), "kag-judge")
-        child.close()
-        self.candidate_pid: int | None = None
-        self.closed = False
-
-    def run(self, spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
-        """Send the spec and wait for the report under an overall deadline."""
-        t = spec["timeouts"]
-        budget = (t["baseline_s"] * max(1, len(spec["baselines"])) + 2 * t["load_s"]
-                  + spec["num_checks"] * t["check_s"] + t["timing_s"] + 120.0)
-        report: dict[str, Any] | None = None
-        try:
-            self.conn.send(("spec", dict(spec, visible_devices=visible_devices)))
-        except (OSError, EOFError):
-            return {"error_kind": "exception", "judge_error": True,
-                    "error": f"the judge process ended before it got the spec (exit status {self.proc.exitcode})"}
-        deadline = time.monotonic() + budget
-        while report is None:
-            if self.conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
-                msg = self._receive()
-                if msg is None:
-                    break
-                if msg[0] == "result":
-                    report = msg[1]
-            elif not self.proc.is_alive() and not self.conn.poll(0):
-                break
-            elif time.monotonic() > deadline:
-                report = {"error_kind": "timeout", "judge_error": True,
-                          "error": f"the evaluation did not finish within {budget:.0f} s and was killed"}
-        if report is None:
-            self.proc.join(timeout=5)
-            report = {"error_kind": "exception", "judge_error": True,
-                      "error": f"the judge process ended without a report (exit status {self.proc.exitcode})"}
-        return report
-
-    def _receive(self) -> tuple | None:
-        """The judge's next message (None when its end is closed); notes the candidate's pid."""
-        try:
-            msg = self.conn.recv()
-        except (EOFError, OSError):
-            return None
-        if msg[0] == "candidate":
-            self.candidate_pid = msg[1]
-        return msg
-
-    def close(self) -> None:
-        """Kill what is left: the candidate's session and the judge."""
-        import signal
-
-        if self.closed:
-            return
-        self.closed = True
-        while self.candidate_pid is None and self.conn.poll(0) and self._receive() is not None:
-            pass
-        if self.candidate_pid is not None:
-            try:
-                os.killpg(self.candidate_pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self.proc.is_alive():
-            try:
-                self.conn.send(("exit", None))
-            except (OSError, EOFError):
-                pass
-            self.proc.join(timeout=15)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(timeout=5)
-        self.conn.close()
-
-
 def _merge(result: EvalResult, report: dict[str, Any]) -> None:
     result.correct = bool(report.get("correct", False))
     if report.get("error"):
@@ -296,6 +213,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     import tempfile
 
     from kag.core.gpu_pool import default_pool
+    from kag.core.judge_process import take_judge
 
     options = options or EvalOptions()
     plugins = plugins or Plugins()
@@ -311,7 +229,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         result.error_kind = "guard"
         result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
         return _finish(result, plugins, options, start)
-    judge = JudgeProcess()  # starts importing torch while the solution builds
+    judge = take_judge()  # a warm one, or one that imports torch while the solution builds
     try:
         with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
             tmpdir = Path(tmp)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from kag.core.candidate import die_with_parent
 from kag.core.candidate_process import CandidateFailure, CandidateProcess
+from kag.core.trace import mark
 
 
 def _to_device(obj: Any, device: str) -> Any:
@@ -364,24 +365,30 @@ class Judge:
 def judge_main(conn: Any) -> None:
     """Entry point of the spawned judge process.
 
-    It starts before the orchestrator has built the solution: the candidate interpreter is spawned
-    at once and both import torch while the build runs. Then it waits for ("spec", spec), whose
-    ``visible_devices`` it applies before any CUDA call, and sends ("candidate", pid) and finally
-    ("result", report); ("exit", None) instead of a spec ends it.
+    It starts before the orchestrator has built the solution and imports torch while the build
+    runs; then it forks the candidate (no CUDA call has happened, so the fork is safe and the
+    candidate needs no import of its own) and sends ("candidate", pid). It waits for ("spec",
+    spec), whose ``visible_devices`` it applies before any CUDA call, and finally sends ("result",
+    report); ("exit", None) instead of a spec ends it.
     """
     die_with_parent()
     os.dup2(2, 1)  # nothing the judge or torch prints may reach the caller's stdout (kag score --json)
     from kag.core.channel import OutputCapture
 
-    capture = OutputCapture()
-    early = CandidateProcess(capture.path)
-    conn.send(("candidate", early.pid))
+    mark("judge", "started")
     import torch  # noqa: F401 - imported while the orchestrator builds
+    import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
     from kag.core.records import to_dict
     from kag.core.timing import device_info
 
+    mark("judge", "torch imported")
+    capture = OutputCapture(start=False)
+    early = CandidateProcess(capture.path)  # forked now: no thread runs and CUDA is untouched
+    capture.start()
+    conn.send(("candidate", early.pid))
     msg = conn.recv()
+    mark("judge", "spec received")
     if not isinstance(msg, tuple) or msg[0] != "spec":
         early.close(grace_s=0.0)
         capture.close()
@@ -402,15 +409,20 @@ def judge_main(conn: Any) -> None:
         report = judge.report
         report["device"] = device_info(judge.device, spec["backend"])
         report["durations_s"]["reference"] = round(time.perf_counter() - start, 3)
+        mark("judge", "reference ready")
         if spec["do_timing"]:
             judge.time_baselines()
+            mark("judge", "baselines timed")
         if spec["do_correctness"] or spec["do_timing"]:
             cand = judge.start_candidate(early)
+            mark("judge", "candidate loaded")
             ok = judge.check(cand) if spec["do_correctness"] else True  # runs the runtime guards too
+            mark("judge", "checks done")
             if not spec["do_correctness"] and spec.get("runtime_guards"):
                 report["notes"].append("runtime guards run only with the correctness checks (not in profile)")
             if ok and spec["do_timing"] and not report["violations"]:
                 judge.time_candidate(cand)
+                mark("judge", "timing done")
     except CandidateFailure as exc:
         report.update(correct=False, error_kind=exc.kind, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - the reference or the harness failed, not the candidate
@@ -423,6 +435,7 @@ def judge_main(conn: Any) -> None:
         report["candidate_output"] = capture.close()
         report.setdefault("durations_s", {})["judge"] = round(time.perf_counter() - start, 3)
         conn.send(("result", to_dict(report)))
+        mark("judge", "result sent")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # the report is sent; skipping interpreter teardown frees the GPU sooner

@@ -1,0 +1,154 @@
+"""The orchestrator's handle on a judge process, and judges kept warm for the next evaluation.
+
+A judge starts by importing torch (seconds on a GPU machine) and forking its candidate. One-shot
+callers (``kag score``) start it before the build so the import overlaps the compile; long-lived
+callers (an agent's episode, ``kag eval``, training) ask ``keep_judges_warm(n)`` to have judges
+started ahead of need, so an evaluation finds one ready. A waiting judge touches no GPU: it gets
+its GPU with the spec, from the pool, only when an evaluation takes it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+
+class JudgeProcess:
+    """The spawned judge. It is started before the build so that its interpreter (and the
+    candidate's, which it spawns at once) import torch while the solution compiles; it touches no
+    GPU until ``run`` sends the spec with the GPU the pool lent."""
+
+    def __init__(self, daemon: bool = False) -> None:
+        import multiprocessing
+
+        from kag.core.candidate import spawn_process
+        from kag.core.judge import judge_main
+
+        self.conn, child = multiprocessing.get_context("spawn").Pipe(duplex=True)
+        self.proc = spawn_process(judge_main, (child,), "kag-judge", daemon=daemon)
+        child.close()
+        self.candidate_pid: int | None = None
+        self.closed = False
+
+    def run(self, spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
+        """Send the spec and wait for the report under an overall deadline."""
+        t = spec["timeouts"]
+        budget = (t["baseline_s"] * max(1, len(spec["baselines"])) + 2 * t["load_s"]
+                  + spec["num_checks"] * t["check_s"] + t["timing_s"] + 120.0)
+        report: dict[str, Any] | None = None
+        try:
+            self.conn.send(("spec", dict(spec, visible_devices=visible_devices)))
+        except (OSError, EOFError):
+            return {"error_kind": "exception", "judge_error": True,
+                    "error": f"the judge process ended before it got the spec (exit status {self.proc.exitcode})"}
+        deadline = time.monotonic() + budget
+        while report is None:
+            if self.conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                msg = self._receive()
+                if msg is None:
+                    break
+                if msg[0] == "result":
+                    report = msg[1]
+            elif not self.proc.is_alive() and not self.conn.poll(0):
+                break
+            elif time.monotonic() > deadline:
+                report = {"error_kind": "timeout", "judge_error": True,
+                          "error": f"the evaluation did not finish within {budget:.0f} s and was killed"}
+        if report is None:
+            self.proc.join(timeout=5)
+            report = {"error_kind": "exception", "judge_error": True,
+                      "error": f"the judge process ended without a report (exit status {self.proc.exitcode})"}
+        return report
+
+    def _receive(self) -> tuple | None:
+        """The judge's next message (None when its end is closed); notes the candidate's pid."""
+        try:
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            return None
+        if msg[0] == "candidate":
+            self.candidate_pid = msg[1]
+        return msg
+
+    def close(self) -> None:
+        """Kill what is left: the candidate's session and the judge."""
+        import signal
+
+        if self.closed:
+            return
+        self.closed = True
+        while self.candidate_pid is None and self.conn.poll(0) and self._receive() is not None:
+            pass
+        if self.candidate_pid is not None:
+            try:
+                os.killpg(self.candidate_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.proc.is_alive():
+            try:
+                self.conn.send(("exit", None))
+            except (OSError, EOFError):
+                pass
+            self.proc.join(timeout=15)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class WarmJudges:
+    """Judges started in advance by one long-lived thread.
+
+    The thread matters: a judge dies with the thread that started it (PR_SET_PDEATHSIG), so judges
+    are never started from an evaluation's worker thread, which may end first.
+    """
+
+    def __init__(self) -> None:
+        self.ready: list[JudgeProcess] = []
+        self.wanted = 0
+        self.cond = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def keep(self, n: int) -> None:
+        with self.cond:
+            self.wanted = max(0, n)
+            if self.wanted and self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="kag-warm-judges", daemon=True)
+                self.thread.start()
+            self.cond.notify_all()
+
+    def take(self) -> "JudgeProcess | None":
+        with self.cond:
+            while self.ready:
+                judge = self.ready.pop(0)
+                if judge.proc.is_alive():
+                    self.cond.notify_all()  # start a replacement
+                    return judge
+                judge.close()
+        return None
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while len(self.ready) >= self.wanted:
+                    self.cond.wait()
+            judge = JudgeProcess(daemon=True)  # daemonic: never joined at interpreter exit
+            with self.cond:
+                self.ready.append(judge)
+
+
+WARM = WarmJudges()
+
+
+def keep_judges_warm(n: int = 1) -> None:
+    """Keep ``n`` judges started ahead of need in this process (``KAG_WARM_JUDGES`` overrides; 0
+    turns it off). For processes that evaluate again and again on a GPU."""
+    env = os.environ.get("KAG_WARM_JUDGES")
+    WARM.keep(int(env) if env and env.isdigit() else n)
+
+
+def take_judge() -> JudgeProcess:
+    """A warm judge if one is waiting, else a new one."""
+    return WARM.take() or JudgeProcess()
