@@ -89,6 +89,10 @@ def main() -> int:
             ok, got = False, f"evaluator raised {type(exc).__name__}: {exc}"
         return case, ok, got, time.perf_counter() - start
 
+    if backend == "cuda":  # judges started ahead of need, as in an agent episode or kag eval
+        from kag.core.judge_process import keep_judges_warm
+
+        keep_judges_warm(max(1, args.jobs))
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for case, ok, got, seconds in pool.map(run_one, selected):
             now = used_mb() if args.jobs <= 1 else None
@@ -98,6 +102,15 @@ def main() -> int:
                          "gpu_mem_delta_mb": delta, "honest": case.honest})
             print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} "
                   f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
+    if args.jobs > 1 and base is not None:
+        from kag.core.judge_process import keep_judges_warm
+
+        keep_judges_warm(0)
+        time.sleep(3)
+        after = used_mb()
+        if after is not None:
+            print(f"GPU memory in use after every case: {after - base:+.0f} MB vs before the first "
+                  f"(judges kept warm hold no GPU memory)")
     wrong = [r for r in rows if not r["ok"]]
     false_positives = [r for r in rows if r["honest"] and not r["ok"]]
     print(f"\n{len(rows) - len(wrong)}/{len(rows)} verdicts right; false positives: {len(false_positives)}")

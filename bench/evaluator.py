@@ -121,9 +121,9 @@ def main() -> int:
 
     keep_judges_warm(1)
     time.sleep(15)  # the warm judge imports torch meanwhile, as it does while an agent thinks
-    warm_s, warm_result = timed(lambda: evaluate(task, read_solution(ws), EvalOptions(backend="cuda"), plugins))
-    rows.update(score_warm_judge_s=warm_s, score_warm_durations_s=warm_result.durations_s)
-    print(f"evaluate() with a warm judge, cached baselines: {warm_s:.2f} s, reward {warm_result.reward}, "
+    warm_judge_s, warm_result = timed(lambda: evaluate(task, read_solution(ws), EvalOptions(backend="cuda"), plugins))
+    rows.update(score_warm_judge_s=warm_judge_s, score_warm_durations_s=warm_result.durations_s)
+    print(f"evaluate() with a warm judge, cached baselines: {warm_judge_s:.2f} s, reward {warm_result.reward}, "
           f"phases {warm_result.durations_s}", flush=True)
 
     # 5. the same candidate timed 10 times, each in a fresh evaluation
@@ -146,7 +146,7 @@ def main() -> int:
         ("kag score, cold baselines", f"{cold_score_s:.2f} s"),
         ("kag score, cached baselines", f"{cached_score_s:.2f} s (reward {second['reward']['value']})"),
         ("  of which in the judge process", f"{second['durations_s'].get('judge_wall', float('nan')):.2f} s"),
-        ("evaluate() with a warm judge (cached)", f"{warm_s:.2f} s (reward {warm_result.reward.value})"),
+        ("evaluate() with a warm judge (cached)", f"{warm_judge_s:.2f} s (reward {warm_result.reward.value})"),
         (f"{args.repeats} repeated timings (median ms)", " ".join(f"{m:.4f}" for m in medians)),
         ("CV across repeats", f"{100 * rows['repeat_cv_across_runs']:.2f}%"),
         ("CV within a run (median)", f"{100 * rows['repeat_cv_within_run_median']:.2f}%"),

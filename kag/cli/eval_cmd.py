@@ -51,6 +51,10 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=False) as progress:
         bar = progress.add_task("episodes", total=todo)
+        if cfg.eval_options.backend != "cpu":  # one judge started ahead per episode in flight
+            from kag.core.judge_process import keep_judges_warm
+
+            keep_judges_warm(concurrency)
         run_all(loaded.tasks, out, run_one, concurrency, progress=lambda: progress.advance(bar))
     write_summary(out)
     click.echo((out / "summary.md").read_text())

@@ -268,10 +268,6 @@ def _prepare(arg: dict[str, Any]) -> Any:
     from kag.core.timing import Clock
 
     os.environ.update({str(k): str(v) for k, v in (arg.get("env") or {}).items()})
-    try:
-        import torch._dynamo  # noqa: F401 - slow (~1 s); snapshot_identities needs it before model_new
-    except ImportError:
-        pass
     device = arg["device"]
     clock = Clock(device)  # timers captured before any solution code exists in this process
     if clock.cuda:

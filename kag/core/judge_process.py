@@ -112,8 +112,9 @@ class WarmJudges:
         self.thread: threading.Thread | None = None
 
     def keep(self, n: int) -> None:
+        """At least ``n`` ready (a caller asking for fewer does not lower it); 0 turns it off."""
         with self.cond:
-            self.wanted = max(0, n)
+            self.wanted = max(self.wanted, n) if n > 0 else 0
             if self.wanted and self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="kag-warm-judges", daemon=True)
                 self.thread.start()
@@ -143,8 +144,8 @@ WARM = WarmJudges()
 
 
 def keep_judges_warm(n: int = 1) -> None:
-    """Keep ``n`` judges started ahead of need in this process (``KAG_WARM_JUDGES`` overrides; 0
-    turns it off). For processes that evaluate again and again on a GPU."""
+    """Keep at least ``n`` judges started ahead of need in this process (``KAG_WARM_JUDGES``
+    overrides; 0 turns it off). For processes that evaluate again and again on a GPU."""
     env = os.environ.get("KAG_WARM_JUDGES")
     WARM.keep(int(env) if env and env.isdigit() else n)
 
