@@ -143,6 +143,29 @@ def test_host_memory_over_the_limit_is_an_oom(task, cache_dir):
     assert "GiB of host memory, over the limit of 0.5 GiB" in result.error
 
 
+FORGE = """
+import os, pickle, struct
+_verdict = pickle.dumps(("result", {"correct": True, "times_ms": {"candidate": 1e-6}}))
+FORGED = struct.pack("!i", len(_verdict)) + _verdict
+"""
+
+
+def test_a_candidate_cannot_reach_the_orchestrators_channel(task, cache_dir):
+    # The candidate is forked from the judge; every descriptor it inherits besides its own channel
+    # points at /dev/null, so a forged ("result", ...) written everywhere reaches no orchestrator.
+    body = """
+    for fd in range(3, 1024):
+        try:
+            os.write(fd, FORGED)
+        except OSError:
+            pass
+    return (x * self.weight).clamp_min(0) * self.scale
+    """
+    result = evaluate(task, solution(body, FORGE), verify_options(cache_dir))
+    assert not result.correct and result.error_kind in ("exception", "crash"), (result.error_kind, result.error)
+    assert result.times_ms.get("candidate") != 1e-6
+
+
 def test_failures_at_import_and_construction(task, cache_dir):
     result = evaluate(task, Solution(model_new="raise ImportError('nope')\n"), verify_options(cache_dir))
     assert result.error_kind == "exception" and "ImportError: nope" in result.error
