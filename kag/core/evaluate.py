@@ -213,7 +213,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     import tempfile
 
     from kag.core.gpu_pool import default_pool
-    from kag.core.judge_process import take_judge
+    from kag.core.judge_process import JudgeProcess, take_judge, warm_judge_waiting
 
     options = options or EvalOptions()
     plugins = plugins or Plugins()
@@ -229,7 +229,9 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         result.error_kind = "guard"
         result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
         return _finish(result, plugins, options, start)
-    judge = take_judge()  # a warm one, or one that imports torch while the solution builds
+    # No warm judge waiting: start one now, so its torch import overlaps the build. Otherwise a
+    # warm one is taken after the build, and a failed build costs none.
+    judge = None if warm_judge_waiting() else JudgeProcess()
     try:
         with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
             tmpdir = Path(tmp)
@@ -251,13 +253,15 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             result.compiled = True
             spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
                                guard_opts)
+            judge = judge or take_judge()
             with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
                 t0 = time.perf_counter()
                 report = judge.run(spec, slot.visible)
                 judge.close()  # before the GPU goes back to the pool
                 result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
     finally:
-        judge.close()
+        if judge is not None:
+            judge.close()
     _merge(result, report)
     return _finish(result, plugins, options, start)
 

@@ -379,10 +379,6 @@ def judge_main(conn: Any) -> None:
     import torch  # noqa: F401 - imported while the orchestrator builds
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
-    try:  # seconds on a GPU machine; the candidate needs it before its identity snapshot, and the
-        import torch._dynamo  # noqa: F401 - compile baseline needs it: import once, before the fork
-    except ImportError:
-        pass
 
     from kag.core.records import to_dict
     from kag.core.timing import device_info

@@ -150,6 +150,11 @@ def keep_judges_warm(n: int = 1) -> None:
     WARM.keep(int(env) if env and env.isdigit() else n)
 
 
+def warm_judge_waiting() -> bool:
+    with WARM.cond:
+        return bool(WARM.ready)
+
+
 def take_judge() -> JudgeProcess:
     """A warm judge if one is waiting, else a new one."""
     return WARM.take() or JudgeProcess()
