@@ -18,7 +18,6 @@ outputs; ``("exit", None)``. Any failure -> ``("error", kind, msg)``.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import signal

@@ -17,7 +17,6 @@ iterations the judge picks in secret. Any violation fails the result (error_kind
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any

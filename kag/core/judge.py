@@ -18,63 +18,8 @@ from typing import Any, Callable
 
 from kag.core.candidate import die_with_parent
 from kag.core.candidate_process import CandidateFailure, CandidateProcess
+from kag.core.judge_inputs import clone_tree, fill_in_place, outputs_differ, to_device
 from kag.core.trace import mark
-
-
-def _to_device(obj: Any, device: str) -> Any:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_device(x, device) for x in obj)
-    return obj
-
-
-def _fill(buffer: list[Any], fresh: list[Any]) -> bool:
-    """Copy ``fresh`` into ``buffer`` in place; False when shapes or values differ structurally."""
-    import torch
-
-    if len(buffer) != len(fresh):
-        return False
-    for b, f in zip(buffer, fresh):
-        if isinstance(b, torch.Tensor) != isinstance(f, torch.Tensor):
-            return False
-        if isinstance(b, torch.Tensor):
-            if b.shape != f.shape or b.dtype != f.dtype:
-                return False
-        elif b != f:
-            return False
-    with torch.no_grad():
-        for b, f in zip(buffer, fresh):
-            if isinstance(b, torch.Tensor):
-                b.copy_(f)
-    return True
-
-
-def outputs_differ(a: Any, b: Any) -> bool:
-    """Whether two reference outputs differ anywhere (structure, shape or a value)."""
-    import torch
-
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a, b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) != len(b) or any(outputs_differ(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return set(a) != set(b) or any(outputs_differ(a[k], b[k]) for k in a)
-    return a != b
-
-
-def _clone_tree(obj: Any) -> Any:
-    import torch
-
-    if type(obj) is torch.Tensor:
-        return obj.detach().clone()
-    if type(obj) in (list, tuple):
-        return type(obj)(_clone_tree(x) for x in obj)
-    if type(obj) is dict:
-        return {k: _clone_tree(v) for k, v in obj.items()}
-    return obj
 
 
 BIG_OUTPUT_BYTES = 2 << 30  # above this, one timed iteration is re-checked instead of several
@@ -115,11 +60,11 @@ class Judge:
 
         torch.manual_seed(seed)
         with torch.device(self.device):
-            return list(_to_device(self.ns["get_inputs"](), self.device))
+            return list(to_device(self.ns["get_inputs"](), self.device))
 
     def refill(self, i: int) -> None:
         fresh = self.make_inputs(self.secret + 1000 + i)
-        if not _fill(self.buffer, fresh):
+        if not fill_in_place(self.buffer, fresh):
             raise RuntimeError("get_inputs() returned inputs of another shape or structure on a later call; "
                                "timing needs fixed input shapes")
         del fresh
@@ -204,8 +149,8 @@ class Judge:
             for k in range(n):
                 inputs = self.make_inputs(secrets.randbits(62) if self.spec.get("seed") is None
                                           else self.secret + 7 + k)
-                if not _fill(self.buffer, inputs):
-                    self.buffer = _clone_tree(inputs)
+                if not fill_in_place(self.buffer, inputs):
+                    self.buffer = clone_tree(inputs)
                     cand.send(("inputs", self.buffer))
                 with torch.no_grad():
                     ref = self.model(*inputs)
@@ -215,7 +160,7 @@ class Judge:
                 reply = cand.receive(self.spec["timeouts"]["check_s"], f"check {k + 1} of {n}")
                 if reply[0] != "outputs" or reply[1] != k:
                     raise CandidateFailure("exception", f"check {k + 1}: unexpected reply {reply[0]!r}")
-                out = _clone_tree(reply[2])
+                out = clone_tree(reply[2])
                 del reply
                 mismatch = compare_outputs(ref, out, tolerance.tolerance)
                 self.output_bytes = sum(t.numel() * t.element_size() for t in iter_tensors(ref))
@@ -257,8 +202,8 @@ class Judge:
         if not self.spec.get("runtime_guards"):
             return None
         first = self.make_inputs(self.fresh_seed(500))
-        if not _fill(self.buffer, first):
-            self.buffer = _clone_tree(first)
+        if not fill_in_place(self.buffer, first):
+            self.buffer = clone_tree(first)
             cand.send(("inputs", self.buffer))
         alternate = self.make_inputs(self.fresh_seed(501))
         with torch.no_grad():
@@ -273,7 +218,7 @@ class Judge:
             raise CandidateFailure("exception", f"runtime guards: unexpected reply {reply[0]!r}")
         self.report["violations"] += [{"guard": str(v.get("guard")), "detail": str(v.get("detail"))}
                                       for v in reply[1] if isinstance(v, dict)]
-        out = _clone_tree(reply[3])
+        out = clone_tree(reply[3])
         ref = ref_b if reply[2] == "alternate" else ref_a
         del request, alternate, reply, ref_a, ref_b
         mismatch = compare_outputs(ref, out, tolerance)
@@ -298,7 +243,7 @@ class Judge:
                 inputs = self.make_inputs(self.secret + 1000 + i)
                 with torch.no_grad():
                     ref = self.model(*inputs)
-                mismatch = compare_outputs(ref, _clone_tree(kept[i]), tolerance.tolerance)
+                mismatch = compare_outputs(ref, clone_tree(kept[i]), tolerance.tolerance)
                 del inputs, ref
                 if mismatch is not None:
                     self.report.update(correct=False, error_kind="mismatch",
@@ -378,7 +323,6 @@ def judge_main(conn: Any) -> None:
     mark("judge", "started")
     import torch  # noqa: F401 - imported while the orchestrator builds
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
-
 
     from kag.core.records import to_dict
     from kag.core.timing import device_info
