@@ -88,16 +88,6 @@ def describe_exception(exc: BaseException, limit: int = 4000) -> str:
     return text[:limit]
 
 
-def _to_device(obj: Any, device: str) -> Any:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_device(x, device) for x in obj)
-    return obj
-
-
 def _import_model_new(path: str, module_dir: str | None) -> Any:
     if module_dir:
         sys.path.insert(0, module_dir)
