@@ -8,10 +8,11 @@ from typing import Any, Callable
 import click
 
 from kag.core.config import Config, ConfigError, load_config
+from kag.core.eval_server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
 from kag.core.tasks import TaskError
 
-USER_ERRORS = (PluginError, ConfigError, TaskError)
+USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError)
 
 
 def plugin_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -106,9 +107,9 @@ def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, polic
     opts = config.options("policies", name)
     opts.update(parse_key_values(policy_pairs, "--policy-option"))
     if backend == "auto":
-        import torch
+        from kag.core.gpu_pool import cuda_usable
 
-        backend = "cuda" if torch.cuda.is_available() else "cpu"
+        backend = "cuda" if cuda_usable() else "cpu"
     cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
                       eval_options=EvalOptions(backend=backend, num_timed=num_timed))
     return name, opts, cfg

@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "run": "kag.cli.run_cmd:run",
     "eval": "kag.cli.eval_cmd:eval_",
     "show": "kag.cli.show_cmd:show",
+    "serve": "kag.cli.serve_cmd:serve",
 }
 
 

@@ -60,9 +60,9 @@ def read_solution_dir(path: Path) -> Any:
 def pick_backend(name: str) -> str:
     if name != "auto":
         return name
-    import torch
+    from kag.core.gpu_pool import cuda_usable
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if cuda_usable() else "cpu"
 
 
 def result_json(result: Any) -> dict[str, Any]:
@@ -98,6 +98,9 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-baseline-cache", is_flag=True, help="Re-time the baselines instead of using the cache."),
         click.option("--seed", type=int, help="Fix the input seed (default: secret and random)."),
         click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object."),
+        click.option("--server", "server", envvar="KAG_EVAL_SERVER", metavar="SOCKET",
+                     help="Evaluate through a running `kag serve` (judges kept warm: seconds faster); "
+                          "default: $KAG_EVAL_SERVER, else in this process."),
         click.option("--reference", is_flag=True,
                      help="profile: analyse the reference instead (its kernels, eager/compile times, target); "
                           "automatic while model_new.py is still the starter."),
@@ -109,8 +112,8 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
          tolerance: str | None, compile_mode: str, num_checks: int, num_timed: int, warmup: int,
-         no_baseline_cache: bool, seed: int | None, as_json: bool, reference: bool, plugin_pairs: tuple[str, ...],
-         config_path: str | None) -> None:
+         no_baseline_cache: bool, seed: int | None, as_json: bool, server: str | None, reference: bool,
+         plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     from kag.core.evaluate import EvalOptions, evaluate
 
     if workspace is not None:
@@ -135,7 +138,12 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
             analysis = analyse_reference(task, "cuda" if options.backend == "cuda" else "cpu", compile_mode)
             click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
             return
-    result = evaluate(task, solution, options, plugins)
+    if server:
+        from kag.core.eval_server import evaluate_remote
+
+        result = evaluate_remote(server, task, solution, options, plugins)
+    else:
+        result = evaluate(task, solution, options, plugins)
     if as_json:
         click.echo(json.dumps(result_json(result), indent=2))
     else:

@@ -9,15 +9,14 @@ evaluator and a forged reply cannot reach the episode's record: results are reco
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import attrs
+
+from kag.core.jsonsocket import JsonLineServer, json_request
 
 ACTIONS = ("compile", "verify", "profile")
 ENV_VAR = "KAG_BRIDGE"
@@ -41,58 +40,26 @@ class EvalBridge:
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kag-bridge-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.directory / "eval.sock"
-        if self.socket_path.exists():
-            self.socket_path.unlink()
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.socket_path))
-        os.chmod(self.socket_path, 0o777)  # the sandbox user may differ from ours
-        self._server.listen(8)
         self._lock = threading.Lock()  # one evaluation at a time per episode
-        self._closed = False
-        self._thread = threading.Thread(target=self._serve, name="kag-eval-bridge", daemon=True)
-        self._thread.start()
+        # 0o777: the sandbox user may differ from ours
+        self._server = JsonLineServer(self.socket_path, self._answer, mode=0o777, max_request=MAX_REQUEST,
+                                      name="kag-eval-bridge")
 
-    def _serve(self) -> None:
-        while not self._closed:
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        action = request.get("action")
+        args = [str(a) for a in request.get("args", [])]
+        if action not in ACTIONS:
+            reply = BridgeReply(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", 2)
+        else:
             try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                data = b""
-                while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-                request = json.loads(data.decode() or "{}")
-                action = request.get("action")
-                args = [str(a) for a in request.get("args", [])]
-                if action not in ACTIONS:
-                    reply = BridgeReply(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", 2)
-                else:
-                    with self._lock:
-                        reply = self.handler(action, args)
-            except Exception as exc:  # the bridge must keep serving whatever a request does
+                with self._lock:
+                    reply = self.handler(action, args)
+            except Exception as exc:  # noqa: BLE001 - the bridge must keep serving whatever a request does
                 reply = BridgeReply(f"kag evaluator error: {type(exc).__name__}: {exc}", 1)
-            try:
-                conn.sendall((json.dumps(attrs.asdict(reply)) + "\n").encode())
-            except OSError:
-                pass
+        return attrs.asdict(reply)
 
     def close(self) -> None:
-        self._closed = True
-        try:
-            self._server.close()
-        finally:
-            try:
-                self.socket_path.unlink()
-            except OSError:
-                pass
+        self._server.close()
 
     def __enter__(self) -> "EvalBridge":
         return self
@@ -102,16 +69,6 @@ class EvalBridge:
 
 
 def request(socket_path: str, action: str, args: list[str] | None = None, timeout: float = 3600) -> BridgeReply:
-    """Client side (used by the workspace's utils scripts): send one request, wait for the reply."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(socket_path)
-        sock.sendall((json.dumps({"action": action, "args": args or []}) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    reply = json.loads(data.decode())
+    """Client side (the workspace's utils scripts carry their own copy, standard library only)."""
+    reply = json_request(socket_path, {"action": action, "args": args or []}, timeout=timeout)
     return BridgeReply(reply["output"], int(reply["returncode"]))

@@ -51,6 +51,55 @@ def list_gpus() -> list[str]:
         return []
 
 
+def torch_cuda_version() -> str | None:
+    """The CUDA version torch was built for, read from ``torch/version.py`` without importing torch
+    ("" when that file cannot be read: then only an import can tell)."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            text = (Path(root) / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        match = re.search(r"^cuda\b[^=]*=\s*(None|'[^']*'|\"[^\"]*\")", text, re.M)
+        if match:
+            return None if match[1] == "None" else match[1][1:-1]
+    return ""
+
+
+def cuda_usable() -> bool:
+    """Whether the cuda backend can run here: a CUDA build of torch and a visible GPU.
+
+    Answered without importing torch where it can be (torch/version.py and NVML): importing torch
+    costs seconds on a GPU machine, which a one-shot ``kag score`` would pay before its judge even
+    starts."""
+    version = torch_cuda_version()
+    if version is None:
+        return False
+    if version:
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if env is not None and not [d for d in env.split(",") if d.strip() and d.strip() != "-1"]:
+            return False
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                return pynvml.nvmlDeviceGetCount() > 0
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - no NVML here: ask torch
+            pass
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class GpuPool:
     def __init__(self, devices: list[str] | None = None, lock_dir: str | Path | None = None):
         self._devices = devices

@@ -9,6 +9,7 @@ its GPU with the spec, from the pool, only when an evaluation takes it.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -32,6 +33,13 @@ class JudgeProcess:
         self.candidate_pid: int | None = None
         self.closed = False
 
+    def torch_ready(self) -> bool:
+        """Whether the judge has imported torch and forked its candidate (its first message).
+        Only for a judge no evaluation has taken yet: it reads the judge's channel."""
+        if self.candidate_pid is None and not self.closed and self.conn.poll(0):
+            self._receive()
+        return self.candidate_pid is not None
+
     def run(self, spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
         """Send the spec and wait for the report under an overall deadline."""
         t = spec["timeouts"]
@@ -50,7 +58,7 @@ class JudgeProcess:
                 if msg is None:
                     break
                 if msg[0] == "result":
-                    report = msg[1]
+                    report = json.loads(msg[1]) if isinstance(msg[1], str) else msg[1]
             elif not self.proc.is_alive() and not self.conn.poll(0):
                 break
             elif time.monotonic() > deadline:
@@ -129,6 +137,11 @@ class WarmJudges:
                     return judge
                 judge.close()
         return None
+
+    def count_ready(self) -> tuple[int, int]:
+        """(started, of which torch is imported) among the judges waiting."""
+        with self.cond:
+            return len(self.ready), sum(1 for judge in self.ready if judge.torch_ready())
 
     def _run(self) -> None:
         while True:

@@ -170,7 +170,8 @@ def device_info(device: str, backend: str) -> dict[str, Any]:
     """Name, driver, clocks and software versions of the device a result was measured on."""
     import torch
 
-    info: dict[str, Any] = {"backend": backend, "torch": torch.__version__}
+    # str(): torch.__version__ is a TorchVersion, and unpickling one imports torch (seconds)
+    info: dict[str, Any] = {"backend": backend, "torch": str(torch.__version__)}
     if not device.startswith("cuda"):
         info.update(name=cpu_name(), type="cpu", threads=torch.get_num_threads(), cpus=os.cpu_count())
         return info
@@ -178,7 +179,7 @@ def device_info(device: str, backend: str) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(idx)
     info.update(type="cuda", name=props.name, capability=f"{props.major}.{props.minor}",
                 memory_gb=round(props.total_memory / 2**30, 1), l2_cache_bytes=l2_cache_bytes(),
-                cuda=torch.version.cuda, visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+                cuda=str(torch.version.cuda), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     info.update(nvml_info(props))
     return info
 

@@ -144,9 +144,9 @@ def _resolve_backend(backend: str) -> str:
     if backend not in ("cuda", "cpu", "auto"):
         raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
     if backend == "auto":
-        import torch
+        from kag.core.gpu_pool import cuda_usable
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if cuda_usable() else "cpu"
     return backend
 
 
