@@ -27,6 +27,8 @@ import traceback
 import types
 from typing import Any
 
+from kag.core.trace import mark
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -175,6 +177,7 @@ class Session:
         with torch.no_grad():
             out = self.forward()
         self.clock.synchronize()
+        mark("candidate", f"check {k + 1}: forward done")
         self.remember_shapes(out)
         self.send(("outputs", k, out))
 
@@ -285,7 +288,6 @@ def candidate_main(conn: Any, output_fifo: str | None) -> None:
 
     from kag.core.guarding import snapshot_identities
     from kag.core.tasks import load_module
-    from kag.core.trace import mark
 
     send_bytes, recv = conn.send_bytes, conn.recv
     try:  # seconds on a GPU machine, paid while the judge loads the reference (or while a warm

@@ -14,6 +14,9 @@ from typing import Any, Callable
 import attrs
 
 CHUNK_ELEMENTS = 1 << 25
+# The fast pass (kept in the output's precision) is a hair stricter than the exact float64 one, so
+# rounding can never let it pass an output the exact comparison would fail.
+FAST_PASS_SHRINK = 1.0 - 2.0 ** -20
 
 # tolerance lookup: dtype -> (atol, rtol)
 ToleranceFn = Callable[[Any], tuple[float, float]]
@@ -28,9 +31,22 @@ class Mismatch:
     index: tuple[int, ...] | None = None
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    bad_elements: int | None = None  # of a floating-point tensor, outside tolerance
+    elements: int | None = None
+    non_finite_bad: int = 0  # of those, where the output or the reference is NaN or infinite
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+    @property
+    def few_values_off(self) -> bool:
+        """At most 1% of a floating-point output's values outside tolerance, by finite amounts:
+        what the reference's own rounding can cause (a sum that cancels to near zero, say)."""
+        import math
+
+        return (self.bad_elements is not None and bool(self.elements) and self.max_abs_error is not None
+                and math.isfinite(self.max_abs_error) and not self.non_finite_bad
+                and self.bad_elements <= 0.01 * self.elements)
 
 
 def compare_outputs(ref: Any, out: Any, tolerance: ToleranceFn, path: str = "output") -> Mismatch | None:
@@ -95,9 +111,11 @@ def _compare_tensor(ref: Any, out: Any, tolerance: ToleranceFn, path: str) -> Mi
         r, o = torch.view_as_real(r).reshape(-1), torch.view_as_real(o).reshape(-1)
     exact = not (r.is_floating_point())
     atol, rtol = (0.0, 0.0) if exact else tolerance(ref.dtype)
+    if not exact and _all_close_fast(r, o, atol, rtol):
+        return _constant_check(r, o, atol, path)
     # Counts and maxima stay on the device until the end: one synchronisation per tensor, not
     # several per chunk (a 6.4 GB output is 48 chunks).
-    bad_counts, abs_maxes, rel_maxes = [], [], []
+    bad_counts, abs_maxes, rel_maxes, non_finite = [], [], [], []
     for start in range(0, r.numel(), CHUNK_ELEMENTS):
         rc = r[start:start + CHUNK_ELEMENTS]
         oc = o[start:start + CHUNK_ELEMENTS]
@@ -107,6 +125,7 @@ def _compare_tensor(ref: Any, out: Any, tolerance: ToleranceFn, path: str) -> Mi
             d = torch.where(finite, diff, torch.zeros_like(diff))
             abs_maxes.append(d.max())
             rel_maxes.append((d / rc.abs().double().clamp_min(1e-12)).max())
+            non_finite.append((bad & ~torch.isfinite(diff)).sum())
         bad_counts.append(bad.sum())
     bad_count = int(torch.stack(bad_counts).sum())
     max_abs = float(torch.stack(abs_maxes).max()) if abs_maxes else 0.0
@@ -129,10 +148,33 @@ def _compare_tensor(ref: Any, out: Any, tolerance: ToleranceFn, path: str) -> Mi
             f"{r.numel()} elements outside tolerance ({tol}); max abs error {max_abs:.4g}, "
             f"max rel error {max_rel:.4g}",
             index=index, max_abs_error=max_abs, max_rel_error=max_rel,
+            bad_elements=None if exact else bad_count, elements=r.numel(),
+            non_finite_bad=int(torch.stack(non_finite).sum()) if non_finite else 0,
         )
     if not exact:
         return _constant_check(r, o, atol, path)
     return None
+
+
+def _all_close_fast(r: Any, o: Any, atol: float, rtol: float) -> bool:
+    """True only if every element is within tolerance, in a few passes in the output's precision
+    (float32 for half types) and one synchronisation. An honest output, the common case, costs
+    about a fifth of the exact path's float64 passes (a 6.4 GB output is compared on every check);
+    False (a mismatch, or a NaN or infinity anywhere) goes to the exact path, which decides and
+    describes the first mismatch."""
+    import torch
+
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    oks = []
+    for start in range(0, r.numel(), CHUNK_ELEMENTS):
+        rc = r[start:start + CHUNK_ELEMENTS].to(work)
+        oc = o[start:start + CHUNK_ELEMENTS].to(work)
+        diff = torch.sub(oc, rc).abs_()
+        bound = rc.abs().mul_(rtol * FAST_PASS_SHRINK).add_(atol * FAST_PASS_SHRINK)
+        oks.append(torch.le(diff, bound).all())  # NaN or infinite differences compare False
+        oks.append(torch.isfinite(bound.sum()))  # an infinite or NaN reference: the exact path
+        del rc, oc, diff, bound
+    return bool(torch.stack(oks).all())
 
 
 def _outside(rc: Any, oc: Any, exact: bool, atol: float, rtol: float) -> tuple[Any, Any, Any]:

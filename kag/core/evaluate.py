@@ -213,6 +213,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
 
     from kag.core.gpu_pool import default_pool
     from kag.core.judge_process import JudgeProcess, take_judge, warm_judge_waiting
+    from kag.core.trace import mark
 
     options = options or EvalOptions()
     plugins = plugins or Plugins()
@@ -231,6 +232,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     # No warm judge waiting: start one now, so its torch import overlaps the build. Otherwise a
     # warm one is taken after the build, and a failed build costs none.
     judge = None if warm_judge_waiting() else JudgeProcess()
+    mark("orchestrator", "judge started" if judge else "a warm judge is waiting")
     try:
         with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
             tmpdir = Path(tmp)
@@ -255,8 +257,11 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             judge = judge or take_judge()
             with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
                 t0 = time.perf_counter()
+                mark("orchestrator", "build done, GPU lent, spec sent")
                 report = judge.run(spec, slot.visible)
+                mark("orchestrator", "report received")
                 judge.close()  # before the GPU goes back to the pool
+                mark("orchestrator", "judge closed")
                 result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
     finally:
         if judge is not None:

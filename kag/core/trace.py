@@ -16,5 +16,5 @@ ENABLED = os.environ.get("KAG_TRACE") == "1"
 
 def mark(who: str, label: str) -> None:
     if ENABLED:
-        sys.stderr.write(f"[kag-trace] {time.time():.3f} {who}: {label}\n")
+        sys.stderr.write(f"[kag-trace] {time.time():.3f} {who}[{os.getpid()}]: {label}\n")
         sys.stderr.flush()

@@ -134,3 +134,27 @@ def test_clock_is_immune_to_later_monkey_patching(monkeypatch):
     clock = Clock("cpu")
     monkeypatch.setattr(time_module, "perf_counter", lambda: 0.0)
     assert clock.time_once(lambda: sum(range(20000))) > 0
+
+
+def test_the_fast_pass_never_accepts_what_the_exact_comparison_rejects():
+    from kag.core.compare import _all_close_fast, _outside
+
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        ref = (torch.randn(20000, generator=gen) * 10).to(dtype)
+        atol, rtol = 1e-2, 1e-2
+        bound = atol + rtol * ref.double().abs()
+        # differences straddling the bound by a relative 1e-7: the exact path decides each
+        for scale in (1 - 1e-3, 1 - 1e-7, 1.0, 1 + 1e-7, 1 + 1e-3):
+            out = (ref.double() + bound * scale).to(dtype)
+            exact_ok = not bool(_outside(ref.reshape(-1), out.reshape(-1), False, atol, rtol)[0].any())
+            if _all_close_fast(ref.reshape(-1), out.reshape(-1), atol, rtol):
+                assert exact_ok, (dtype, scale)
+        assert _all_close_fast(ref, ref.clone(), atol, rtol)
+        if dtype in (torch.float32, torch.float64):  # well inside the bound: the fast path decides
+            assert _all_close_fast(ref, (ref.double() + bound * 0.5).to(dtype), atol, rtol)
+    ref = torch.tensor([1.0, 2.0, float("inf")])
+    assert not _all_close_fast(ref, ref.clone(), 1e-2, 1e-2)  # infinities take the exact path
+    assert compare_outputs(ref, ref.clone(), LOOSE) is None  # which accepts matching ones
+    nan_out = torch.tensor([1.0, float("nan"), 3.0])
+    assert not _all_close_fast(torch.tensor([1.0, 2.0, 3.0]), nan_out, 1e-2, 1e-2)
