@@ -52,6 +52,8 @@ class EvalServer:
         self.warm = warm if warm is not None else max(1, len(self.pool.devices))
         self.socket_path = Path(socket_path or default_socket_path())
         self.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.socket_path.parent.stat().st_uid != os.getuid():
+            raise ServerError(f"{self.socket_path.parent} belongs to another user; pass --socket in a folder of yours")
         self.started = time.time()
         self.served = 0
         self._plugins: dict[str, Any] = {}
