@@ -31,11 +31,76 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
+def print_timeline(title: str, stderr: str, result: dict) -> None:
+    """KAG_TRACE marks of the orchestrator, judge and candidate, sorted, relative to the first."""
+    trace = [line for line in (stderr + (result["metadata"].get("candidate_output") or "")).splitlines()
+             if line.startswith("[kag-trace]")]
+    trace.sort(key=lambda line: float(line.split()[1]))
+    t0 = float(trace[0].split()[1]) if trace else 0.0
+    print(f"  timeline of {title} (s after the first mark):")
+    for line in trace:
+        _, stamp, rest = line.split(" ", 2)
+        print(f"    {float(stamp) - t0:7.3f}  {rest}")
+
+
+def score_through_server(repo: Path, env: dict, cases: list, backend: str = "cuda") -> list[dict]:
+    """Start `kag serve`, wait until a judge is warm, then time `kag score --server` (a fresh CLI
+    process each time, as a user runs it) twice per case; the second run of the first case traced."""
+    from kag.core.eval_server import ping
+
+    sock = Path(tempfile.mkdtemp(prefix="kag-srv-")) / "eval.sock"
+    server_env = dict(env, KAG_TRACE="1")
+    log = open(sock.parent / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "serve", "--socket", str(sock)],
+                            stderr=log, env=server_env)
+    out = []
+    try:
+        def wait_warm() -> None:
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                try:
+                    if ping(sock)["warm_judges_ready"]:
+                        return
+                except Exception:  # noqa: BLE001 - not up yet
+                    pass
+                time.sleep(0.2)
+        for k, (name, task_path, solution) in enumerate(cases):
+            cmd = [sys.executable, "-m", "kag.cli.main", "score", "--server", str(sock), "--task", str(task_path),
+                   "--solution", str(solution), "--backend", backend, "--json"]
+            seconds, result, marks = [], None, ""
+            for _ in range(2):
+                wait_warm()  # a judge is warm, as one is after a few seconds of an agent's thinking
+                log.flush()
+                offset = (sock.parent / "serve.log").stat().st_size
+                s, p = timed(lambda: subprocess.run(cmd, capture_output=True, text=True, env=env))
+                assert p.returncode == 0, p.stderr[-2000:]
+                seconds.append(s)
+                result = json.loads(p.stdout)
+                with open(sock.parent / "serve.log") as f:
+                    f.seek(offset)
+                    marks = f.read()
+            assert result is not None
+            out.append({"example": name, "seconds": seconds, "reward": result["reward"]["value"],
+                        "times_ms": result["times_ms"], "durations_s": result["durations_s"]})
+            print(f"kag score --server, {name}: {seconds[0]:.2f} s, then {seconds[1]:.2f} s; reward "
+                  f"{result['reward']}, phases {result['durations_s']}", flush=True)
+            if k == 0:
+                print_timeline(f"the second kag score --server ({name}; marks of the server's processes)",
+                               marks, result)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--example", default="relu")
     ap.add_argument("--task", default=None)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--server-examples", default="diag_matmul",
+                    help="more examples to score through `kag serve` (comma list)")
     args = ap.parse_args()
 
     import torch
@@ -99,14 +164,7 @@ def main() -> int:
     traced = dict(env, KAG_TRACE="1")
     cached_score_s, proc = timed(lambda: subprocess.run(score, capture_output=True, text=True, env=traced))
     second = json.loads(proc.stdout)
-    trace = [line for line in (proc.stderr + (second["metadata"].get("candidate_output") or "")).splitlines()
-             if line.startswith("[kag-trace]")]
-    trace.sort(key=lambda line: float(line.split()[1]))
-    t0 = float(trace[0].split()[1]) if trace else 0.0
-    print("  timeline of the cached kag score (s after the judge started):")
-    for line in trace:
-        _, stamp, rest = line.split(" ", 2)
-        print(f"    {float(stamp) - t0:7.3f}  {rest}")
+    print_timeline("the cached one-shot kag score", proc.stderr, second)
     rows.update(score_cold_baselines_s=cold_score_s, score_cached_baselines_s=cached_score_s,
                 score_reward=second["reward"], score_times_ms=second["times_ms"],
                 baseline_cache=second["metadata"].get("baseline_cache"), first_reward=first["reward"])
@@ -115,6 +173,12 @@ def main() -> int:
           f"reward {second['reward']}, times {second['times_ms']}", flush=True)
     print(f"  phases, cold (s):   {first['durations_s']}", flush=True)
     print(f"  phases, cached (s): {second['durations_s']}", flush=True)
+
+    # 3b. the same through `kag serve` (judges kept warm), each `kag score --server` a fresh CLI process
+    server_rows = score_through_server(REPO, env, [(args.example, task_path, ws)] + [
+        (name, kernelbench / (REPO / "examples" / name / "task.txt").read_text().strip(), REPO / "examples" / name / "cuda")
+        for name in args.server_examples.split(",") if name and name != args.example])
+    rows["score_via_server"] = server_rows
 
     # 4. the evaluation inside a long-lived process (an agent episode, kag eval): a judge kept warm
     from kag.core.judge_process import keep_judges_warm
@@ -146,6 +210,8 @@ def main() -> int:
         ("kag score, cold baselines", f"{cold_score_s:.2f} s"),
         ("kag score, cached baselines", f"{cached_score_s:.2f} s (reward {second['reward']['value']})"),
         ("  of which in the judge process", f"{second['durations_s'].get('judge_wall', float('nan')):.2f} s"),
+        *[(f"kag score --server, {r['example']} (cached)", f"{r['seconds'][0]:.2f} s, again {r['seconds'][1]:.2f} s "
+           f"(reward {r['reward']})") for r in server_rows],
         ("evaluate() with a warm judge (cached)", f"{warm_judge_s:.2f} s (reward {warm_result.reward.value})"),
         (f"{args.repeats} repeated timings (median ms)", " ".join(f"{m:.4f}" for m in medians)),
         ("CV across repeats", f"{100 * rows['repeat_cv_across_runs']:.2f}%"),
