@@ -41,22 +41,19 @@ class EvalBridge:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.directory / "eval.sock"
         self._lock = threading.Lock()  # one evaluation at a time per episode
-        # 0o777: the sandbox user may differ from ours
-        self._server = JsonLineServer(self.socket_path, self._answer, mode=0o777, max_request=MAX_REQUEST,
-                                      name="kag-eval-bridge")
+        # 0o777: the sandbox user may differ from ours. A failing handler is an error reply, and
+        # the bridge keeps serving.
+        self._server = JsonLineServer(
+            self.socket_path, self._answer, mode=0o777, max_request=MAX_REQUEST, name="kag-eval-bridge",
+            error_reply=lambda message: attrs.asdict(BridgeReply(f"kag evaluator error: {message}", 1)))
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         action = request.get("action")
         args = [str(a) for a in request.get("args", [])]
         if action not in ACTIONS:
-            reply = BridgeReply(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", 2)
-        else:
-            try:
-                with self._lock:
-                    reply = self.handler(action, args)
-            except Exception as exc:  # noqa: BLE001 - the bridge must keep serving whatever a request does
-                reply = BridgeReply(f"kag evaluator error: {type(exc).__name__}: {exc}", 1)
-        return attrs.asdict(reply)
+            return attrs.asdict(BridgeReply(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", 2))
+        with self._lock:
+            return attrs.asdict(self.handler(action, args))
 
     def close(self) -> None:
         self._server.close()

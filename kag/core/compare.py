@@ -9,6 +9,7 @@ chunks so a 6.4 GB output does not need several 6.4 GB temporaries.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import attrs
@@ -42,8 +43,6 @@ class Mismatch:
     def few_values_off(self) -> bool:
         """At most 1% of a floating-point output's values outside tolerance, by finite amounts:
         what the reference's own rounding can cause (a sum that cancels to near zero, say)."""
-        import math
-
         return (self.bad_elements is not None and bool(self.elements) and self.max_abs_error is not None
                 and math.isfinite(self.max_abs_error) and not self.non_finite_bad
                 and self.bad_elements <= 0.01 * self.elements)

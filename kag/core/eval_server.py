@@ -10,7 +10,7 @@ the interpreter start-up is done in advance, never anything that has seen soluti
 Protocol (kag.core.jsonsocket, one JSON object per line): ``{"op": "ping"}`` ->
 ``{"ok": true, ...}``; ``{"op": "evaluate", "task": Task, "solution": Solution, "options":
 EvalOptions, "plugins": {kind: [names]}}`` -> ``{"result": EvalResult}``; a request the server
-cannot take -> ``{"error": "...", "kind": "usage"}``.
+cannot take -> ``{"error": "..."}``.
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ class EvalServer:
                     "uptime_s": round(time.time() - self.started, 1), "warm_judges_started": started,
                     "warm_judges_ready": ready, "devices": list(self.pool.devices)}
         if op != "evaluate":
-            return {"error": f"unknown op {op!r}; use ping or evaluate", "kind": "usage"}
+            return {"error": f"unknown op {op!r}; use ping or evaluate"}
         try:
             task, solution, options, plugins = self._parse(request)
         except Exception as exc:  # noqa: BLE001 - bad input is the client's to fix
-            return {"error": f"{type(exc).__name__}: {exc}", "kind": "usage"}
+            return {"error": f"{type(exc).__name__}: {exc}"}
         from kag.core.evaluate import evaluate
         from kag.core.records import to_dict
 

@@ -72,26 +72,15 @@ def torch_cuda_version() -> str | None:
 def cuda_usable() -> bool:
     """Whether the cuda backend can run here: a CUDA build of torch and a visible GPU.
 
-    Answered without importing torch where it can be (torch/version.py and NVML): importing torch
+    Answered without importing torch where it can be (torch/version.py, then ``list_gpus``: the
+    visible devices or NVML): importing torch
     costs seconds on a GPU machine, which a one-shot ``kag score`` would pay before its judge even
     starts."""
     version = torch_cuda_version()
     if version is None:
         return False
     if version:
-        env = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if env is not None and not [d for d in env.split(",") if d.strip() and d.strip() != "-1"]:
-            return False
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            try:
-                return pynvml.nvmlDeviceGetCount() > 0
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - no NVML here: ask torch
-            pass
+        return bool(list_gpus())
     try:
         import torch
 

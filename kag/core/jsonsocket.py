@@ -23,12 +23,14 @@ class SocketInUse(Exception):
 
 
 class JsonLineServer:
-    """Serve ``handler(request) -> reply`` on ``socket_path`` until ``close()``."""
+    """Serve ``handler(request) -> reply`` on ``socket_path`` until ``close()``. A request that is
+    not a JSON object, or a handler that raises, gets ``error_reply(message)``."""
 
     def __init__(self, socket_path: str | Path, handler: Handler, mode: int = 0o600, max_request: int = 64 * 1024,
-                 name: str = "kag-json-socket"):
+                 name: str = "kag-json-socket", error_reply: Callable[[str], dict[str, Any]] | None = None):
         self.socket_path = Path(socket_path)
         self.handler = handler
+        self.error_reply = error_reply or (lambda message: {"error": message})
         self.max_request = max_request
         if self.socket_path.exists():
             if _answers(self.socket_path):
@@ -59,7 +61,7 @@ class JsonLineServer:
                     raise ValueError("a request is one JSON object")
                 reply = self.handler(request)
             except Exception as exc:  # noqa: BLE001 - the server keeps serving whatever a request does
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
+                reply = self.error_reply(f"{type(exc).__name__}: {exc}")
             try:
                 conn.sendall((json.dumps(reply, default=str) + "\n").encode())
             except OSError:

@@ -54,3 +54,16 @@ def test_evaluations_of_one_episode_run_one_at_a_time(tmp_path):
         for t in threads:
             t.join()
     assert peak[0] == 1
+
+
+def test_a_malformed_request_gets_a_reply_the_skill_scripts_can_read(tmp_path):
+    import json
+    import socket
+
+    with EvalBridge(lambda action, args: BridgeReply("unused"), tmp_path) as bridge:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(bridge.socket_path))
+            sock.sendall(b"not json\n")
+            reply = json.loads(sock.makefile().readline())
+        assert reply["returncode"] == 1 and reply["output"].startswith("kag evaluator error: JSONDecodeError")
+        assert request(str(bridge.socket_path), "verify").output == "unused"

@@ -1,0 +1,17 @@
+"""Deciding the backend without importing torch (kag.core.gpu_pool.cuda_usable)."""
+
+import subprocess
+import sys
+
+
+def test_cuda_usable_matches_torch_and_imports_nothing_heavy():
+    code = ("import sys; from kag.core.gpu_pool import cuda_usable, torch_cuda_version; "
+            "usable = cuda_usable(); version = torch_cuda_version(); "
+            "print(usable, version is None, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    import torch
+
+    assert out[0] == str(torch.cuda.is_available())
+    assert out[1] == str(torch.version.cuda is None)
+    if torch.version.cuda is None:  # a CPU build: torch/version.py alone answers
+        assert out[2] == "False"
