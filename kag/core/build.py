@@ -280,7 +280,7 @@ def _key(*parts: bytes | str) -> str:
 
 def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
                    cache_dir: Path | None = None, jobs: int | None = None,
-                   timeout_s: float = 600) -> BuildResult:
+                   timeout_s: float = 180) -> BuildResult:
     """Compile ``solution`` with ``backend`` into ``out_dir/cuda_extension<EXT_SUFFIX>``.
 
     Never raises for a bad solution: compile errors, a wrong file type or a missing toolchain
@@ -338,7 +338,9 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
         for unit, rc, out in pool.map(compile_one, todo):
             if rc == -1:
-                failures.append((unit.rel, f"{unit.rel}: error: compile {out}; simplify the file or split it"))
+                failures.append((unit.rel, f"{unit.rel}: error: compile {out} (the limit per file; "
+                                           f"EvalOptions.timeouts.build_s, `kag score --build-timeout`); "
+                                           f"simplify the file or split it"))
             elif rc != 0:
                 failures.append((unit.rel, trim_compiler_output(out, src_root)))
     compiled = [u.rel for u in todo]

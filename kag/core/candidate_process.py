@@ -1,12 +1,22 @@
-"""The judge's handle on a spawned candidate process: a channel with a wall-clock timeout on every
-wait, messages unpickled with the channel's allow-list, and exit statuses turned into reasons."""
+"""The judge's handle on its candidate process: fork it confined, ring its doorbell, time its calls
+with the judge's own clock, stop it between calls, read its replies through the allow-list.
+
+Trusted side. The candidate runs only inside windows the judge measures: it is resumed (SIGCONT)
+right before a request and stopped (SIGSTOP, confirmed with waitpid) right after the reply and,
+on a GPU, after a probe kernel of the judge's has seen the GPU idle (so work it left queued runs
+inside the window too). A call's window is ``call``'s return value; kag.core.judge_timing turns
+windows into times.
+"""
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
-from typing import Any
+from typing import Any, Callable
+
+from kag.core.candidate import OP_CALL, OP_MSG, OP_NULL, WORD, pack
 
 
 class CandidateFailure(Exception):
@@ -24,23 +34,13 @@ def default_host_memory_bytes() -> int:
         return 16 << 30
 
 
-def session_anon_bytes(sid: int) -> int:
-    """Private resident memory (RssAnon) of every process in session ``sid`` (Linux /proc); shared
-    memory, which carries the judge's input tensors on the CPU backend, is not counted."""
+def anon_bytes(pids: list[int]) -> int:
+    """Private resident memory (RssAnon) of ``pids`` (Linux /proc); shared memory, which carries
+    tensors between judge and candidate, is not counted."""
     total = 0
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.isdigit():
-            continue
+    for pid in pids:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[3]) != sid:  # state ppid pgrp session ...
-                continue
-            with open(f"/proc/{entry}/status", "rb") as f:
+            with open(f"/proc/{pid}/status", "rb") as f:
                 for line in f:
                     if line.startswith(b"RssAnon:"):
                         total += int(line.split()[1]) * 1024
@@ -55,61 +55,6 @@ def _signal_name(code: int) -> str:
         return signal.Signals(-code).name
     except ValueError:
         return f"signal {-code}"
-
-
-class ForkedChild:
-    """A child of this process made with ``os.fork``: the part of ``multiprocessing.Process`` the
-    judge uses (pid, is_alive, join, exitcode, kill).
-
-    The judge forks the candidate right after importing torch and before any CUDA call, so the
-    candidate starts in milliseconds instead of importing torch again. The child keeps only
-    stdin/stdout/stderr and ``keep_fds``: every other inherited descriptor (the judge's channel to
-    the orchestrator above all) is pointed at /dev/null before ``target`` runs.
-    """
-
-    def __init__(self, target: Any, args: tuple, keep_fds: tuple[int, ...] = ()):
-        self.exitcode: int | None = None
-        pid = os.fork()
-        if pid == 0:  # the child
-            code = 1
-            try:
-                _blank_fds(set(keep_fds) | {0, 1, 2})
-                target(*args)
-                code = 0
-            except BaseException:  # noqa: BLE001 - the judge sees the exit status
-                code = 1
-            finally:
-                os._exit(code)
-        self.pid = pid
-
-    def _reap(self, flags: int) -> bool:
-        if self.exitcode is not None:
-            return True
-        try:
-            pid, status = os.waitpid(self.pid, flags)
-        except ChildProcessError:
-            self.exitcode = -signal.SIGKILL
-            return True
-        if pid == 0:
-            return False
-        self.exitcode = os.waitstatus_to_exitcode(status)
-        return True
-
-    def is_alive(self) -> bool:
-        return not self._reap(os.WNOHANG)
-
-    def join(self, timeout: float | None = None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._reap(os.WNOHANG):
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            time.sleep(0.005)
-
-    def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _blank_fds(keep: set[int]) -> None:
@@ -128,46 +73,187 @@ def _blank_fds(keep: set[int]) -> None:
 
 
 class CandidateProcess:
-    """A spawned candidate with a wall-clock timeout on every wait; killed with its session.
-
-    The interpreter starts (and imports torch) as soon as this is built, while the judge still
-    loads the reference and times the baselines; ``prepare`` then initialises the device and
-    ``start`` hands over the solution, which is imported only then, after the baselines.
+    """A forked, confined candidate. Its interpreter is the judge's (torch already imported), so it
+    starts in milliseconds; ``prepare`` initialises its device while the judge loads the reference.
     """
 
     MEMORY_CHECK_INTERVAL_S = 0.5
 
-    def __init__(self, output_fifo: str | None = None, host_memory_bytes: int | None = None):
+    def __init__(self, output_fifo: str | None = None, plan: Any = None, host_memory_bytes: int | None = None):
         import multiprocessing
 
         from kag.core.candidate import candidate_main
+        from kag.core.isolation import fork_in_namespace
 
         self.host_memory_bytes = host_memory_bytes or default_host_memory_bytes()
         self._memory_checked = 0.0
+        self.plan = plan
         self.conn, child = multiprocessing.Pipe(duplex=True)
-        self.proc = ForkedChild(candidate_main, (child, output_fifo), keep_fds=(child.fileno(),))
+        go_r, self.go_w = os.pipe()
+        self.done_r, done_w = os.pipe()
+        keep = {0, 1, 2, child.fileno(), go_r, done_w}
+
+        def run_child() -> None:
+            _blank_fds(keep)
+            candidate_main(child, go_r, done_w, output_fifo, plan)
+
+        from kag.core.isolation import descendants
+
+        self._preexisting = set(descendants(os.getpid()))  # our other children: not the candidate's
+        self.pid, self.pid_namespace = fork_in_namespace(run_child, bool(plan and plan.namespaces))
         child.close()
+        os.close(go_r)
+        os.close(done_w)
+        os.set_blocking(self.done_r, False)
+        self.exitcode: int | None = None
+        self.stopped = False
+        self.spin = False  # poll for done (a GPU machine has cores to spare) instead of sleeping
+        self.probe: Callable[[float], None] | None = None  # the judge's GPU-idle probe
 
-    def prepare(self, device: str, env: dict[str, str]) -> None:
-        """Set the candidate's environment (CUDA_VISIBLE_DEVICES) and initialise its device; no reply
-        is awaited, so this overlaps with the judge's own work."""
-        self.send(("prepare", {"device": device, "env": env}))
+    # -- process state --------------------------------------------------------------------------
+    def _reap(self, flags: int) -> bool:
+        if self.exitcode is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:
+            self.exitcode = -signal.SIGKILL
+            return True
+        if pid == 0:
+            return False
+        if os.WIFSTOPPED(status):
+            self.stopped = True
+            return False
+        self.exitcode = os.waitstatus_to_exitcode(status)
+        return True
 
-    def start(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Import model_new.py and build ModelNew; returns the candidate's "ready" info."""
-        self.send(("spec", spec))
-        prepared = self.receive(timeout_s, "starting the candidate process")
-        if prepared[0] != "prepared":
-            raise CandidateFailure("exception", f"starting the candidate: unexpected reply {prepared[0]!r}")
-        ready = self.receive(timeout_s, "importing model_new.py and building ModelNew")
-        if ready[0] != "ready":
-            raise CandidateFailure("exception", f"loading the solution: unexpected reply {ready[0]!r}")
-        return ready[1] if isinstance(ready[1], dict) else {}
+    def is_alive(self) -> bool:
+        return not self._reap(os.WNOHANG)
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
+    def join(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._reap(os.WNOHANG):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
 
+    def stop(self) -> None:
+        """SIGSTOP, confirmed: from here until ``resume`` nothing of the candidate runs on a CPU."""
+        if self.stopped or self.exitcode is not None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            self._reap(0)
+            return
+        while not self.stopped and not self._reap(os.WUNTRACED):
+            pass
+
+    def resume(self) -> None:
+        if self.stopped and self.exitcode is None:
+            os.kill(self.pid, signal.SIGCONT)
+        self.stopped = False
+
+    def kill(self) -> None:
+        from kag.core.isolation import sweep_descendants
+
+        if self.exitcode is None:
+            for target in ((self.pid,) if self.pid_namespace else (-self.pid, self.pid)):
+                try:
+                    os.kill(target, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.join(timeout=10)
+        if not self.pid_namespace:  # no namespace to take its processes down: find them (the judge
+            sweep_descendants(os.getpid(), spare=self._preexisting)  # is their subreaper)
+
+    def close(self, grace_s: float = 5.0) -> None:
+        if self.exitcode is None and self.is_alive():
+            try:
+                self.resume()
+                self.ring(OP_MSG)
+                self.send(("exit", None))
+            except CandidateFailure:
+                pass
+            self.join(timeout=grace_s)
+        self.kill()
+        for fd in (self.go_w, self.done_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.conn.close()
+
+    # -- the doorbell ---------------------------------------------------------------------------
+    def ring(self, op: int, arg: int = 0) -> bytes:
+        word = pack(op, arg)
+        try:
+            os.write(self.go_w, word)
+        except OSError:
+            raise self._closed("while being called") from None
+        return word
+
+    def wait_done(self, word: bytes, timeout_s: float, phase: str) -> None:
+        """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise)."""
+        deadline = time.monotonic() + timeout_s
+        got = b""
+        while True:
+            try:
+                chunk = os.read(self.done_r, WORD.size - len(got))
+                if not chunk:
+                    raise self._closed(f"during {phase}")
+                got += chunk
+                if len(got) == WORD.size:
+                    if got != word:
+                        raise CandidateFailure("exception", f"{phase}: the candidate answered another call")
+                    return
+                continue
+            except BlockingIOError:
+                pass
+            if self.conn.poll(0):  # an error report instead of done
+                self.receive(1.0, phase)
+                raise CandidateFailure("exception", f"{phase}: unexpected message from the candidate")
+            if not self.spin:
+                select.select([self.done_r, self.conn], [], [], 0.05)
+            if time.monotonic() > deadline or not self._alive_and_within_memory(phase):
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
+                                                      f"the candidate process was killed")
+                raise self._closed(f"during {phase}")
+
+    def call(self, index: int, timeout_s: float, phase: str, null: bool = False) -> float:
+        """One call of forward (or the null path), resumed before and stopped after; returns its
+        window in seconds on the judge's clock: from the doorbell to the reply, and on a GPU to
+        the moment the judge's probe sees the GPU idle."""
+        self.resume()
+        t0 = time.perf_counter()
+        word = self.ring(OP_NULL if null else OP_CALL, index)
+        self.wait_done(word, timeout_s, phase)
+        if self.probe is not None:
+            self.probe(timeout_s)
+        t1 = time.perf_counter()
+        self.stop()
+        return t1 - t0
+
+    def exchange(self, msg: tuple, timeout_s: float, phase: str, expect: str | None = None,
+                 stop: bool = True) -> tuple[tuple, float]:
+        """Send a request, wait for its reply; (reply, window in seconds, measured like ``call``)."""
+        self.resume()
+        t0 = time.perf_counter()
+        self.ring(OP_MSG)
+        self.send(msg)
+        reply = self.receive(timeout_s, phase)
+        if expect is not None and reply[0] != expect:
+            raise CandidateFailure("exception", f"{phase}: unexpected reply {reply[0]!r}")
+        if self.probe is not None:
+            self.probe(timeout_s)
+        t1 = time.perf_counter()
+        if stop:
+            self.stop()
+        return reply, t1 - t0
+
+    # -- the control channel --------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
         from kag.core.channel import dumps
 
@@ -199,28 +285,32 @@ class CandidateProcess:
                     kind = msg[1] if msg[1] in ("oom", "cuda_error", "exception") else "exception"
                     raise CandidateFailure(kind, str(msg[2]))
                 return msg
-            if not self.proc.is_alive() and not self.conn.poll(0):
+            if not self._alive_and_within_memory(phase):
                 raise self._closed(f"during {phase}")
-            self._check_memory(phase)
             if time.monotonic() >= deadline:
                 self.kill()
                 raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
                                                   f"the candidate process was killed")
 
-    def _check_memory(self, phase: str) -> None:
+    def _alive_and_within_memory(self, phase: str) -> bool:
+        if not self.is_alive() and not self.conn.poll(0):
+            return False
         now = time.monotonic()
-        if now - self._memory_checked < self.MEMORY_CHECK_INTERVAL_S or self.proc.pid is None:
-            return
-        self._memory_checked = now
-        used = session_anon_bytes(self.proc.pid)  # the candidate leads its own session (setsid)
-        if used > self.host_memory_bytes:
-            self.kill()
-            raise CandidateFailure("oom", f"{phase}: the candidate held {used / 2**30:.1f} GiB of host memory, over "
-                                          f"the limit of {self.host_memory_bytes / 2**30:.1f} GiB, and was killed")
+        if now - self._memory_checked >= self.MEMORY_CHECK_INTERVAL_S:
+            self._memory_checked = now
+            from kag.core.isolation import descendants
+
+            used = anon_bytes([self.pid, *descendants(self.pid)])
+            if used > self.host_memory_bytes:
+                self.kill()
+                raise CandidateFailure("oom", f"{phase}: the candidate held {used / 2**30:.1f} GiB of host memory, "
+                                              f"over the limit of {self.host_memory_bytes / 2**30:.1f} GiB, and was "
+                                              f"killed")
+        return True
 
     def _closed(self, when: str) -> CandidateFailure:
-        self.proc.join(timeout=5)
-        code = self.proc.exitcode
+        self.join(timeout=5)
+        code = self.exitcode
         if code is None:
             self.kill()
             return CandidateFailure("crash", f"the candidate closed its channel {when} and was killed")
@@ -230,24 +320,3 @@ class CandidateProcess:
                                              f"{_signal_name(code)}{hint}")
         return CandidateFailure("crash", f"the candidate process exited with status {code} {when} before "
                                          f"answering (os._exit or sys.exit in the solution?)")
-
-    def kill(self) -> None:
-        pid = self.proc.pid
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(timeout=10)
-
-    def close(self, grace_s: float = 5.0) -> None:
-        if self.proc.is_alive():
-            try:
-                self.send(("exit", None))
-            except CandidateFailure:
-                pass
-            self.proc.join(timeout=grace_s)
-        self.kill()
-        self.conn.close()

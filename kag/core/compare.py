@@ -3,8 +3,13 @@
 Exact container and tensor types, shape, dtype, device, then values under the tolerance policy:
 NaN where the reference has none (or the reverse) fails, infinities must match, and an output
 that is (near) constant where the reference varies fails even if every element is within
-tolerance (all-zeros passing a loose atol is a classic hack). Large tensors are compared in
-chunks so a 6.4 GB output does not need several 6.4 GB temporaries.
+tolerance (all-zeros passing a loose atol is a classic hack). On top of the elementwise test, a
+normwise one compares the output on the reference's own scale: ||out - ref|| <= rtol * ||ref||
+(plus a floor far below atol). Outputs whose values are all far below atol (zeros with a sparse
+sample of real values pass every elementwise test there) fail it; a near miss of the normwise
+test is settled against a float64 reference (kag.core.reference64), whose distance to the float32
+reference says how much rounding this computation has. Large tensors are compared in chunks so a
+6.4 GB output does not need several 6.4 GB temporaries.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Mismatch:
     bad_elements: int | None = None  # of a floating-point tensor, outside tolerance
     elements: int | None = None
     non_finite_bad: int = 0  # of those, where the output or the reference is NaN or infinite
+    normwise: bool = False  # every value within tolerance, but ||out - ref|| > rtol * ||ref||
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -111,7 +117,7 @@ def _compare_tensor(ref: Any, out: Any, tolerance: ToleranceFn, path: str) -> Mi
     exact = not (r.is_floating_point())
     atol, rtol = (0.0, 0.0) if exact else tolerance(ref.dtype)
     if not exact and _all_close_fast(r, o, atol, rtol):
-        return _constant_check(r, o, atol, path)
+        return _constant_check(r, o, atol, path) or _normwise_check(r, o, atol, rtol, path)
     # Counts and maxima stay on the device until the end: one synchronisation per tensor, not
     # several per chunk (a 6.4 GB output is 48 chunks).
     bad_counts, abs_maxes, rel_maxes, non_finite = [], [], [], []
@@ -151,8 +157,45 @@ def _compare_tensor(ref: Any, out: Any, tolerance: ToleranceFn, path: str) -> Mi
             non_finite_bad=int(torch.stack(non_finite).sum()) if non_finite else 0,
         )
     if not exact:
-        return _constant_check(r, o, atol, path)
+        return _constant_check(r, o, atol, path) or _normwise_check(r, o, atol, rtol, path)
     return None
+
+
+NORM_FLOOR = 1e-6  # of atol, per element (root mean square): only an all-but-zero reference reaches it
+
+
+def norms(r: Any, o: Any) -> tuple[float, float]:
+    """(||o - r||, ||r||) of two flat tensors, accumulated in float64, chunk by chunk, with NaN
+    and infinities left out (the elementwise test has judged them)."""
+    import torch
+
+    err2, ref2 = [], []
+    for start in range(0, r.numel(), CHUNK_ELEMENTS):
+        rc = r[start:start + CHUNK_ELEMENTS].double()
+        oc = o[start:start + CHUNK_ELEMENTS].to(rc.device).double()
+        finite = torch.isfinite(rc) & torch.isfinite(oc)
+        d = torch.where(finite, oc - rc, torch.zeros_like(rc))
+        err2.append(torch.dot(d, d))
+        rf = torch.where(finite, rc, torch.zeros_like(rc))
+        ref2.append(torch.dot(rf, rf))
+        del rc, oc, finite, d, rf
+    return float(torch.stack(err2).sum()) ** 0.5, float(torch.stack(ref2).sum()) ** 0.5
+
+
+def norm_bound(ref_norm: float, atol: float, rtol: float, n: int) -> float:
+    return rtol * ref_norm + NORM_FLOOR * atol * n ** 0.5
+
+
+def _normwise_check(r: Any, o: Any, atol: float, rtol: float, path: str) -> Mismatch | None:
+    """Every value passed: is the output also right on the reference's own scale?"""
+    err, ref_norm = norms(r, o)
+    bound = norm_bound(ref_norm, atol, rtol, r.numel())
+    if err <= bound:
+        return None
+    return Mismatch(path, f"every value is within atol={atol:g}/rtol={rtol:g}, but ||out - ref|| = {err:.4g} exceeds "
+                          f"rtol * ||ref|| = {bound:.4g}: the output is wrong on the reference's own scale "
+                          f"(values far below atol must still be computed)",
+                    max_abs_error=err, elements=r.numel(), normwise=True)
 
 
 def _all_close_fast(r: Any, o: Any, atol: float, rtol: float) -> bool:

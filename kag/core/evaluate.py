@@ -1,18 +1,17 @@
 """Trusted evaluation of one solution for one task: guards -> build -> judge -> reward.
 
 This process (``kag score`` or a pool worker) orchestrates and never imports the solution. The
-judge (``kag.core.judge``) is a spawned process that times the baselines, then spawns a fresh
-candidate process, checks it on secret inputs and times it; both are killed when the evaluation
-ends, so a crash, hang or CUDA error in one evaluation cannot affect the next. The verdict is an
-``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash, cuda_error,
-oom, mismatch or exception.
+judge (``kag.core.judge``) is a fresh process with a minimal environment that times the baselines,
+then drives a confined candidate process (``kag.core.isolation``): checks on secret inputs
+compared in the judge, calls timed on the judge's clock (``kag.core.judge_timing``). Both die when
+the evaluation ends, so a crash, hang or CUDA error in one evaluation cannot affect the next. The
+verdict is an ``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash,
+cuda_error, oom, mismatch or exception.
 
-Guards (plugins of kind ``guard``, kag.core.guarding): every selected guard is built with the same
-options (``EvalOptions.guard_options`` plus the tolerance policy) and its ``check_solution`` runs
-here before the build; the names of those with a ``check_forward`` go to the judge, and the
-candidate rebuilds them from their plugin names and runs them around one forward call placed after
-a secret number of the checks (its output is checked too). Timing re-checks the outputs of timed
-iterations the judge picks in secret. Any violation fails the result (error_kind "guard").
+Guards (plugins of kind ``guard``, kag.core.guarding) give early, readable feedback and enforce
+policy (no PyTorch compute, one's own kernels): ``check_solution`` runs here before the build, and
+``check_observations`` runs in the judge on what a profiler saw during every call of the
+candidate. The verdict's integrity never rests on them: it holds with every guard switched off.
 """
 
 from __future__ import annotations
@@ -29,15 +28,14 @@ from kag.core.records import EvalResult, RewardValue, Solution, Task, TimingStat
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "mismatch", "exception")
 INIT_SEED = 42  # weights are not secret: the candidate receives them anyway
-RUNTIME_GUARDS_WIRED = True  # the candidate runs every guard's check_forward (issue 4)
-RECHECKED_TIMED_ITERATIONS = 3  # timed iterations whose outputs the judge re-checks (chosen in secret)
+RUNTIME_GUARDS_WIRED = True  # guards judge what every call did (check_observations, in the judge)
 
 
 @attrs.define
 class Timeouts:
     """Wall-clock limits in seconds per phase."""
 
-    build_s: float = 600.0
+    build_s: float = 180.0  # one compile bomb must not hold a worker for long
     baseline_s: float = 900.0
     load_s: float = 120.0
     check_s: float = 120.0
@@ -96,7 +94,7 @@ def guard_options(options: EvalOptions, plugins: Plugins) -> dict[str, Any]:
 def static_violations(task: Task, solution: Solution, plugins: Plugins, names: tuple[str, ...] | None,
                       options: dict[str, Any] | None = None) -> tuple[list[Violation], list[str]]:
     """Run every selected guard's ``check_solution``; return violations and the names of the guards
-    that also check at run time (``check_forward``, run in the candidate process)."""
+    that also judge what the candidate's calls did (``check_observations``, run in the judge)."""
     chosen = plugins.selected_all("guard") if names is None else names
     found: list[Violation] = []
     runtime: list[str] = []
@@ -110,7 +108,7 @@ def static_violations(task: Task, solution: Solution, plugins: Plugins, names: t
         if callable(check):
             for v in check(solution, task) or []:
                 found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
-        if callable(getattr(guard, "check_forward", None)):
+        if callable(getattr(guard, "check_observations", None)):
             runtime.append(name)
     return found, runtime
 
@@ -124,6 +122,16 @@ def write_kernels(solution: Solution, solution_dir: Path) -> None:
         dest = solution_dir / "kernels" / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(text, encoding="utf-8")
+
+
+def extension_path(module_dir: str | None) -> str | None:
+    """The built ``cuda_extension*.so`` (the provenance guard lists the functions it defines)."""
+    import os
+
+    if not module_dir:
+        return None
+    found = sorted(p for p in os.listdir(module_dir) if p.startswith("cuda_extension") and p.endswith((".so", ".pyd")))
+    return os.path.join(module_dir, found[0]) if found else None
 
 
 def needs_build(solution: Solution) -> bool:
@@ -160,7 +168,7 @@ def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str,
         "cache_dir": options.cache_dir, "use_baseline_cache": options.use_baseline_cache,
         "runtime_guards": runtime_guards, "guard_options": guard_opts,
         "plugin_selection": plugins.names_selected(), "plugin_builtins": _guard_builtins(plugins, runtime_guards),
-        "rechecked_iterations": min(RECHECKED_TIMED_ITERATIONS, options.num_timed),
+        "extension_path": extension_path(module_dir),
         "host_memory_bytes": int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
     }
 
@@ -192,7 +200,8 @@ def _merge(result: EvalResult, report: dict[str, Any]) -> None:
     result.device = report.get("device", {})
     result.peak_memory_mb = report.get("peak_memory_mb")
     result.durations_s.update(report.get("durations_s", {}))
-    for key in ("baseline_cache", "notes", "candidate_output", "judge_error"):
+    for key in ("baseline_cache", "notes", "candidate_output", "judge_error", "confinement", "calibration",
+                "observed", "rechecked_calls"):
         if report.get(key):
             result.metadata[key] = report[key]
 
@@ -212,6 +221,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     import tempfile
 
     from kag.core.gpu_pool import default_pool
+    from kag.core.isolation import evals_root
     from kag.core.judge_process import JudgeProcess, take_judge, warm_judge_waiting
     from kag.core.trace import mark
 
@@ -234,7 +244,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     judge = None if warm_judge_waiting() else JudgeProcess()
     mark("orchestrator", "judge started" if judge else "a warm judge is waiting")
     try:
-        with tempfile.TemporaryDirectory(prefix="kag-eval-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="kag-eval-", dir=evals_root()) as tmp:
             tmpdir = Path(tmp)
             model_new_path = tmpdir / "solution" / "model_new.py"
             model_new_path.parent.mkdir()

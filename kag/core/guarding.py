@@ -1,21 +1,17 @@
-"""The guard protocol (issue 4): static checks of a solution's sources and runtime checks around
-one extra, untimed ``ModelNew.forward`` call inside the candidate process.
+"""The guard protocol: static checks of a solution's sources, and checks of what its calls did.
 
 A guard plugin (kind ``guard``) is an object with a ``name`` and either or both of
-``check_solution(solution, task) -> list[Violation]`` (trusted side, before the build) and
-``check_forward(call, info) -> (result, list[Violation])`` (candidate side). Every guard takes the
-same options (``GuardOptions``) so the evaluator can pass one set to all of them.
+``check_solution(solution, task) -> list[Violation]`` (before the build) and
+``check_observations(observations, info) -> list[Violation]``. Both run on the trusted side: the
+first on the sources, the second in the judge on the ``Observations`` (kag.core.observe) that a
+profiler running through EVERY call of the candidate (correctness checks and timed calls alike)
+recorded. Every guard takes the same options (``GuardOptions``) so the evaluator can pass one set
+to all of them.
 
-What the candidate process must do (the evaluator's side of the contract):
-1. ``snapshot = snapshot_identities()`` BEFORE importing ``model_new`` (timers, sync, torch).
-2. Run at least one correctness check first (so lazy thread pools and caches of honest code exist;
-   the evaluator puts the guarded call after a secret number of checks and checks its output), then
-   ``run_runtime_guards(guards, call, info)`` with ``info.identity_snapshot = snapshot``,
-   ``info.alternate_call`` running forward on a different input set copied INTO THE SAME input
-   tensors (so pointer/shape-keyed caches hit) and ``info.reference_outputs_differ`` from the judge.
-3. Timing: fresh inputs every timed iteration, device-wide synchronise before the end event,
-   outputs of randomly chosen timed iterations re-checked against the reference, and the caching
-   allocator poisoned (``poison_allocator``) before the re-checked iteration.
+Guards are feedback and policy (no PyTorch compute, kernels of one's own), never what the verdict's
+integrity rests on: timing is the judge's clock (kag.core.judge_timing), correctness is the judge's
+comparison on inputs the candidate cannot predict, and confinement (kag.core.confine) keeps the
+candidate away from the judge and the host. A verdict holds with every guard switched off.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ import ast
 import math
 import re
 import sys
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from typing import Any, Iterable, Protocol, runtime_checkable
 
 import attrs
 
@@ -49,18 +45,16 @@ class GuardOptions:
 
 
 @attrs.define
-class ForwardInfo:
-    """What a runtime guard knows about the one guarded forward call."""
+class RunInfo:
+    """What the judge knows about the run a guard judges: the device, where the solution's sources
+    and built extension are (trusted copies: the provenance guard reads its kernel names there) and
+    the library policy."""
 
     device: str = "cpu"  # "cuda" or "cpu"
-    extension_path: str | None = None  # the built cuda_extension*.so
     solution_dir: str | None = None  # holds model_new.py and kernels/
+    extension_path: str | None = None  # the built cuda_extension*.so
     allow_cublas: bool = True
     allow_cudnn: bool = True
-    reference_output_types: Any = None  # describe_types(reference output), from the judge
-    alternate_call: Callable[[], Any] | None = None  # forward on other inputs, same tensors
-    reference_outputs_differ: bool = True  # the reference gives different outputs for the two
-    identity_snapshot: dict[str, Any] | None = None  # snapshot_identities() before the import
 
 
 @runtime_checkable
@@ -72,7 +66,6 @@ class GuardBase:
     """Common constructor: ``Guard(allow_cublas=..., allow_cudnn=..., tolerance=...)``."""
 
     name = "guard"
-    nesting = 50  # runtime order: lower wraps higher (outermost first)
 
     def __init__(self, **options: Any) -> None:
         self.options = GuardOptions(**options)
@@ -92,29 +85,14 @@ def run_static_guards(guards: Iterable[Any], solution: Solution, task: Task) -> 
     return found
 
 
-def run_runtime_guards(guards: Iterable[Any], call: Callable[[], Any], info: ForwardInfo) -> tuple[Any, list[Violation]]:
-    """Nest every guard's ``check_forward`` around ONE forward call; return its result and findings.
-
-    Guards nest by ``nesting`` (lower = outer): output reuse (which also runs the alternate call)
-    outermost, the profiler next, the dispatch recorder, then thread/process counting innermost
-    so the other guards' own threads (CUPTI) already exist when it counts.
-    """
-    runtime = sorted((g for g in guards if callable(getattr(g, "check_forward", None))),
-                     key=lambda g: getattr(g, "nesting", 50))
+def run_observation_guards(guards: Iterable[Any], observations: Any, info: RunInfo) -> list[Violation]:
+    """Every guard's ``check_observations`` on what the candidate's calls did (in the judge)."""
     found: list[Violation] = []
-
-    def wrap(guard: Any, inner: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            result, violations = guard.check_forward(inner, info)
-            found.extend(violations)
-            return result
-        return run
-
-    wrapped = call
-    for guard in reversed(runtime):
-        wrapped = wrap(guard, wrapped)
-    result = wrapped()
-    return result, found
+    for guard in guards:
+        check = getattr(guard, "check_observations", None)
+        if callable(check):
+            found += list(check(observations, info) or [])
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
-"""The trusted judge: a spawned process that owns the reference, the seeds and the verdict.
+"""The trusted judge: a spawned process that owns the reference, the seeds, the clock and the verdict.
 
-It loads the task, builds ``Model`` under a fixed seed, times the baselines before any candidate
-process exists, then spawns a fresh candidate process and drives it over a channel: weights and
-inputs go out (the candidate gets its own copies, so writing into them cannot change what the
-reference sees), outputs come back and are compared here. Reference outputs never leave this
-process. Inputs are drawn from seeds made with ``secrets`` and created directly on the device.
+It loads the task, builds ``Model`` under a fixed seed and times the baselines before any candidate
+code exists. Its candidate process (forked at start, confined: kag.core.isolation) then imports the
+solution; the judge calibrates the candidate's call path first, sends the weights, and drives every
+call itself: correctness checks on fresh secret inputs compared here (reference outputs never leave
+this process), timed calls measured on this process's clock (kag.core.judge_timing), outputs of
+secretly chosen timed calls compared as they happen. The judge is not dumpable, so a process of the
+same user cannot read its memory, environment or descriptors.
 """
 
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import secrets
@@ -17,21 +20,33 @@ import sys
 import time
 from typing import Any, Callable
 
-from kag.core.candidate import die_with_parent
 from kag.core.candidate_process import CandidateFailure, CandidateProcess
-from kag.core.judge_inputs import clone_tree, fill_in_place, outputs_differ, to_device
+from kag.core.judge_inputs import fill_in_place, to_device
+from kag.core.procs import die_with_parent
 from kag.core.reference64 import Float64Reference
 from kag.core.trace import mark
 
 
-BIG_OUTPUT_BYTES = 2 << 30  # above this, one timed iteration is re-checked instead of several
+def input_description(inputs: list[Any], device: str) -> dict[str, Any]:
+    """How the candidate allocates its input buffer: shapes, strides and dtypes of the tensors,
+    values of the rest."""
+    import torch
+
+    items = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            items.append({"shape": list(x.shape), "stride": list(x.stride()), "dtype": str(x.dtype).replace("torch.", ""),
+                          "device": device})
+        else:
+            items.append({"value": x})
+    return {"seq": "list", "items": items}
 
 
 class Judge:
     def __init__(self, spec: dict[str, Any], notify: Callable[[tuple], None]):
         import torch
 
-        from kag.core.candidate import rebuild_plugins
+        from kag.core.procs import rebuild_plugins
         from kag.core.tasks import load_module
         from kag.core.timing import Clock
 
@@ -52,10 +67,11 @@ class Judge:
         self.secret = spec.get("seed")
         if self.secret is None:
             self.secret = secrets.randbits(62)
-        self.buffer = self.make_inputs(self.secret)
+        self.local = self.make_inputs(self.secret)  # the baselines' input buffer
+        self.buffer: list[Any] = self.local  # the candidate's, shared with this process, once it exists
         self.ref64 = Float64Reference(self.model, self.make_inputs)
-        self.candidate: CandidateProcess | None = None
-        self.output_bytes = 0  # of the reference's output, seen in the checks
+        self.tolerance = self.plugins.create("tolerance", spec["tolerance"]).tolerance
+        self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
 
     # -- inputs ---------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list[Any]:
@@ -65,20 +81,26 @@ class Judge:
         with torch.device(self.device):
             return list(to_device(self.ns["get_inputs"](), self.device))
 
-    def refill(self, i: int) -> None:
-        fresh = self.make_inputs(self.secret + 1000 + i)
-        if not fill_in_place(self.buffer, fresh):
+    def timed_seed(self, k: int) -> int:
+        return self.secret + 1000 + k
+
+    def fill(self, inputs: list[Any]) -> None:
+        if not fill_in_place(self.buffer, inputs):
             raise RuntimeError("get_inputs() returned inputs of another shape or structure on a later call; "
                                "timing needs fixed input shapes")
-        del fresh
         self.clock.synchronize()
 
-    def compare(self, ref: Any, out: Any, tolerance: Any, seed: int, where: str) -> Any:
+    def refill(self, k: int) -> None:
+        fresh = self.make_inputs(self.timed_seed(k))
+        self.fill(fresh)
+        del fresh
+
+    def compare(self, ref: Any, out: Any, seed: int, where: str) -> Any:
         """The first mismatch of ``out`` with the reference, None if it matches; a near miss is
         settled against the reference in float64 on the same inputs (kag.core.reference64)."""
         from kag.core.compare import compare_outputs
 
-        return self.ref64.settle(compare_outputs(ref, out, tolerance), ref, out, tolerance, seed, where,
+        return self.ref64.settle(compare_outputs(ref, out, self.tolerance), ref, out, self.tolerance, seed, where,
                                  self.report["notes"])
 
     def free(self) -> None:
@@ -88,264 +110,279 @@ class Judge:
 
             torch.cuda.empty_cache()
 
+    def fail(self, kind: str, error: str) -> bool:
+        self.report.update(correct=False, error_kind=kind, error=error)
+        return False
+
     # -- baselines ------------------------------------------------------------------------------
     def time_baselines(self) -> None:
         import torch
 
         from kag.core.baseline_cache import BaselineCache, cache_key
-        from kag.core.timing import summarize, time_iterations
+        from kag.core.judge_timing import time_in_process
+        from kag.core.timing import summarize
 
         spec = self.spec
         info = self.report["device"]
         device_key = info["name"] + ("" if self.cuda else f"/{info.get('threads')}t")
         cache = BaselineCache(spec.get("cache_dir"))
-        for name, mode in spec["baselines"]:
-            start = time.perf_counter()
-            key = cache_key(spec["task_hash"], device_key, torch.__version__, name, mode, spec["num_timed"])
-            stats = cache.get(key) if spec.get("use_baseline_cache", True) else None
-            if stats is not None:
-                self.report["baseline_cache"][name] = "hit"
-            else:
-                baseline = self.plugins.create("baseline", name, mode=mode)
-                fn = baseline.prepare(self.model)
-                with torch.no_grad():
-                    times = time_iterations(lambda: fn(*self.buffer), self.refill, self.clock,
-                                            warmup=spec["warmup"], iters=spec["num_timed"])
-                stats = summarize(times)
-                cache.put(key, stats)
-                self.report["baseline_cache"][name] = "miss"
-                del fn, baseline
-                if hasattr(torch, "_dynamo"):
-                    torch._dynamo.reset()
-                self.free()
-            self.report["timing"][name] = stats
-            self.report["times_ms"][name] = stats.median_ms
-            self.report["durations_s"][f"baseline_{name}"] = round(time.perf_counter() - start, 3)
+        saved, self.buffer = self.buffer, self.local
+        try:
+            for name, mode in spec["baselines"]:
+                start = time.perf_counter()
+                # "judge-wall": timed by kag.core.judge_timing (entries timed otherwise are not reused)
+                key = cache_key(spec["task_hash"], device_key, torch.__version__, name, f"{mode}|judge-wall",
+                                spec["num_timed"])
+                stats = cache.get(key) if spec.get("use_baseline_cache", True) else None
+                if stats is not None:
+                    self.report["baseline_cache"][name] = "hit"
+                else:
+                    baseline = self.plugins.create("baseline", name, mode=mode)
+                    fn = baseline.prepare(self.model)
+                    with torch.no_grad():
+                        times = time_in_process(lambda: fn(*self.local), self.refill, self.clock.flush,
+                                                self.clock.synchronize, warmup=spec["warmup"],
+                                                iters=spec["num_timed"])
+                    stats = summarize(times)
+                    cache.put(key, stats)
+                    self.report["baseline_cache"][name] = "miss"
+                    del fn, baseline
+                    if hasattr(torch, "_dynamo"):
+                        torch._dynamo.reset()
+                    self.free()
+                self.report["timing"][name] = stats
+                self.report["times_ms"][name] = stats.median_ms
+                self.report["durations_s"][f"baseline_{name}"] = round(time.perf_counter() - start, 3)
+        finally:
+            self.buffer = saved
 
     # -- the candidate --------------------------------------------------------------------------
     def start_candidate(self, cand: CandidateProcess) -> CandidateProcess:
-        """Hand the solution to the pre-started candidate process (only now, after the baselines,
-        does any solution code run), then send it the reference weights and the input buffer."""
+        """Calibrate the candidate's path while no solution code exists in it, then have it import
+        the solution, load the reference weights and allocate the input buffer it shares with us."""
+        import torch
+
+        from kag.core.candidate import output_descr
+        from kag.core.judge_timing import NULL_CALLS, POST_CALIBRATIONS, GpuProbe, PathCalibration
+
         spec = self.spec
-        cspec = {k: spec[k] for k in ("task_code", "task_path", "device", "init_seed", "model_new_path",
-                                      "module_dir", "runtime_guards", "plugin_selection")}
-        cspec.update(guard_options=spec.get("guard_options", {}), plugin_builtins=spec.get("plugin_builtins", []))
-        start = time.perf_counter()
-        self.candidate = cand
         load_s = spec["timeouts"]["load_s"]
-        cand.start(cspec, load_s)
-        state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        cand.send(("state", state))
-        loaded = cand.receive(load_s, "loading the reference weights into ModelNew")
-        del state
+        start = time.perf_counter()
+        if self.cuda:  # the candidate is stopped and its device idle: the probe's idle latency now
+            self.probe = GpuProbe(self.device, CandidateFailure)
+        cand.probe = self.probe
+        cand.spin = self.cuda
+        with torch.no_grad():
+            descr = output_descr(self.model(*self.local))
+        self.free()
+        self.cal = PathCalibration()
+        phase = "calibrating the candidate's path"
+        for i in range(NULL_CALLS):
+            self.cal.null_s.append(cand.call(i, load_s, phase, null=True))
+        for _ in range(POST_CALIBRATIONS):
+            cand.exchange(("dummy", descr), load_s, phase, expect="dummy")
+            reply, window = cand.exchange(("post", {"call": -1, "send": True}), load_s, phase, expect="post")
+            self.cal.post_s.append(window)
+            del reply
+        cand.exchange(("dummy", None), load_s, phase, expect="dummy")
+        self.free()
+        self.report["calibration"] = {"null_call_us": round(self.cal.overhead_s * 1e6, 2),
+                                      "post_us": round(sorted(self.cal.post_s)[len(self.cal.post_s) // 2] * 1e6, 1)}
+        if self.probe is not None:
+            self.report["calibration"]["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
+        cspec = {k: spec[k] for k in ("task_code", "task_path", "init_seed", "model_new_path", "module_dir")}
+        cand.exchange(("spec", cspec), load_s, "importing model_new.py and building ModelNew", expect="ready")
+        buf = io.BytesIO()
+        torch.save({k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}, buf)
+        loaded, _ = cand.exchange(("state", buf.getvalue()), load_s, "loading the reference weights into ModelNew",
+                                  expect="loaded")
+        del buf
         if loaded[1].get("unexpected") or loaded[1].get("missing"):
             self.report["notes"].append(f"state_dict keys not matched: {loaded[1]}")
-        cand.send(("inputs", self.buffer))
+        reply, _ = cand.exchange(("buffers", input_description(self.local, self.device)), load_s,
+                                 "allocating the input buffer", expect="buffers")
+        self.buffer = list(reply[1])
+        cand.exchange(("observe", None), load_s, "starting the observer", expect="observing")
         self.report["durations_s"]["load"] = round(time.perf_counter() - start, 3)
         return cand
 
+    def post(self, cand: CandidateProcess, k: int, timeout_s: float, phase: str) -> tuple[Any, float]:
+        """The output of call ``k`` (shared memory; the candidate is stopped while it is read)."""
+        reply, window = cand.exchange(("post", {"call": k, "send": True}), timeout_s, phase, expect="post")
+        if reply[1] != k:
+            raise CandidateFailure("exception", f"{phase}: the candidate handed over the output of another call")
+        return reply[2], window
+
     def check(self, cand: CandidateProcess) -> bool:
+        """The correctness checks: fresh secret inputs in the shared buffer, one call each (the same
+        path as a timed call), every output compared."""
         import torch
 
-        from kag.core.guarding import iter_tensors
+        from kag.core.judge_timing import CandidateTiming
 
-        tolerance = self.plugins.create("tolerance", self.spec["tolerance"])
         n = self.spec["num_checks"]
-        # The guarded call comes after a secret number (>= 1) of checks: a solution that counts its
-        # calls cannot tell which one is watched, and its output is checked like the others.
-        guard_at = secrets.SystemRandom().randint(1, n) if n > 0 else 0
+        limit = self.spec["timeouts"]["check_s"]
+        self.check_timing = CandidateTiming()
         start = time.perf_counter()
         try:
             for k in range(n):
                 seed = secrets.randbits(62) if self.spec.get("seed") is None else self.secret + 7 + k
                 inputs = self.make_inputs(seed)
-                if not fill_in_place(self.buffer, inputs):
-                    self.buffer = clone_tree(inputs)
-                    cand.send(("inputs", self.buffer))
+                self.fill(inputs)
                 with torch.no_grad():
                     ref = self.model(*inputs)
                 del inputs
+                self.clock.flush()
                 self.clock.synchronize()
                 mark("judge", f"check {k + 1}: inputs and reference ready")
-                cand.send(("check", k))
-                reply = cand.receive(self.spec["timeouts"]["check_s"], f"check {k + 1} of {n}")
-                mark("judge", f"check {k + 1}: outputs received")
-                if reply[0] != "outputs" or reply[1] != k:
-                    raise CandidateFailure("exception", f"check {k + 1}: unexpected reply {reply[0]!r}")
-                out = clone_tree(reply[2])
-                del reply
-                mismatch = self.compare(ref, out, tolerance.tolerance, seed, f"check {k + 1}")
-                self.output_bytes = sum(t.numel() * t.element_size() for t in iter_tensors(ref))
+                phase = f"check {k + 1} of {n}"
+                self.check_timing.windows_s.append(cand.call(k, limit, phase))
+                out, window = self.post(cand, k, limit, phase)
+                self.check_timing.post_s.append(window)
+                mismatch = self.compare(ref, out, seed, f"check {k + 1}")
                 del ref, out
                 mark("judge", f"check {k + 1}: compared")
                 if mismatch is not None:
-                    self.report.update(correct=False, error_kind="mismatch",
-                                       error=f"check {k + 1} of {n}: {mismatch}")
-                    return False
-                if k + 1 == guard_at:
-                    t0 = time.perf_counter()
-                    mismatch = self.runtime_violations(cand, tolerance.tolerance)
-                    mark("judge", "guarded forward call checked")
-                    self.report["durations_s"]["guards"] = round(time.perf_counter() - t0, 3)
-                    if mismatch is not None:
-                        text = f"the guarded forward call (after check {k + 1}): {mismatch}"
-                        self.report["correct"] = False
-                        if self.report["violations"]:  # the guard's reason is the verdict; keep this too
-                            self.report["notes"].append(text)
-                        else:
-                            self.report.update(error_kind="mismatch", error=text)
-                        return False
+                    return self.fail("mismatch", f"check {k + 1} of {n}: {mismatch}")
         finally:
             self.report["durations_s"]["checks"] = round(time.perf_counter() - start, 3)
             self.free()
         self.report["correct"] = True
         return True
 
-    def fresh_seed(self, offset: int) -> int:
-        return secrets.randbits(62) if self.spec.get("seed") is None else self.secret + offset
-
-    def runtime_violations(self, cand: CandidateProcess, tolerance: Any) -> Any:
-        """One untimed forward on inputs A inside every runtime guard; the output-reuse guard also
-        runs forward on inputs B copied into the same tensors, and is told whether ref(A) != ref(B).
-        Returns the mismatch of the last output (B's, else A's) with the reference, or None."""
+    def time_candidate(self, cand: CandidateProcess) -> bool:
+        """Timed calls on the judge's clock; the outputs of RECHECKED of them, chosen in secret,
+        compared as they happen."""
         import torch
 
-        from kag.core.guarding import describe_types
-
-        if not self.spec.get("runtime_guards"):
-            return None
-        seeds = {"first": self.fresh_seed(500), "alternate": self.fresh_seed(501)}
-        first = self.make_inputs(seeds["first"])
-        if not fill_in_place(self.buffer, first):
-            self.buffer = clone_tree(first)
-            cand.send(("inputs", self.buffer))
-        alternate = self.make_inputs(seeds["alternate"])
-        with torch.no_grad():
-            ref_a, ref_b = self.model(*first), self.model(*alternate)
-        request = {"alternate": alternate, "reference_output_types": describe_types(ref_a),
-                   "reference_outputs_differ": outputs_differ(ref_a, ref_b)}
-        del first
-        self.clock.synchronize()
-        cand.send(("guards", request))
-        reply = cand.receive(self.spec["timeouts"]["check_s"], "the guarded forward call")
-        if reply[0] != "violations" or not isinstance(reply[1], list) or len(reply) < 4:
-            raise CandidateFailure("exception", f"runtime guards: unexpected reply {reply[0]!r}")
-        self.report["violations"] += [{"guard": str(v.get("guard")), "detail": str(v.get("detail"))}
-                                      for v in reply[1] if isinstance(v, dict)]
-        out = clone_tree(reply[3])
-        which = "alternate" if reply[2] == "alternate" else "first"
-        ref = ref_b if which == "alternate" else ref_a
-        del request, alternate, reply, ref_a, ref_b
-        mismatch = self.compare(ref, out, tolerance, seeds[which], "the guarded forward call")
-        del ref, out
-        self.free()
-        return mismatch
-
-    def recheck_timed(self, kept: Any, chosen: list[int]) -> None:
-        """Compare the outputs of the secretly chosen timed iterations with the reference on the
-        same inputs (regenerated here from their seeds)."""
-        import torch
-
-
-        tolerance = self.plugins.create("tolerance", self.spec["tolerance"])
-        kept = kept if isinstance(kept, dict) else {}
-        try:
-            for i in chosen:
-                if i not in kept:
-                    raise CandidateFailure("exception", f"timing: the candidate did not return the output of "
-                                                        f"timed iteration {i}")
-                inputs = self.make_inputs(self.secret + 1000 + i)
-                with torch.no_grad():
-                    ref = self.model(*inputs)
-                mismatch = self.compare(ref, clone_tree(kept[i]), tolerance.tolerance, self.secret + 1000 + i,
-                                        f"timed iteration {i}")
-                del inputs, ref
-                if mismatch is not None:
-                    self.report.update(correct=False, error_kind="mismatch",
-                                       error=f"timed iteration {i} (re-checked after timing): {mismatch}")
-                    return
-        finally:
-            self.free()
-
-    def time_candidate(self, cand: CandidateProcess) -> None:
-        from kag.core.records import TimingStats
-        from kag.core.timing import summarize
+        from kag.core.judge_timing import CandidateTiming, choose_rechecked
 
         spec = self.spec
-        iters = spec["num_timed"]
+        warmup, iters = spec["warmup"], spec["num_timed"]
         deadline = time.monotonic() + spec["timeouts"]["timing_s"]
+        chosen = choose_rechecked(iters, spec["do_correctness"])
+        timing = CandidateTiming()
         start = time.perf_counter()
-        # Re-checked iterations: chosen in secret, told to the candidate only after each one ran.
-        count = min(int(spec.get("rechecked_iterations", 0)), iters) if spec["do_correctness"] else 0
-        if self.output_bytes > BIG_OUTPUT_BYTES:  # the candidate holds a copy of each kept output
-            count = min(count, 1)
-        chosen = sorted(secrets.SystemRandom().sample(range(iters), count))
-        cand.send(("time", {"warmup": spec["warmup"], "iters": iters}))
-        marks: list[float] = []
-        while True:
-            msg = cand.receive(max(0.0, deadline - time.monotonic()), "timing")
-            if msg[0] == "refill":
-                marks.append(time.perf_counter())
-                i = int(msg[1])
-                if i < iters:
-                    self.refill(i)
-                cand.send(("filled", i, i - 1 in chosen))
-            elif msg[0] == "timing":
-                marks.append(time.perf_counter())
-                info = msg[1]
-                mark("judge", "timed iterations done")
-                break
-            else:
-                raise CandidateFailure("exception", f"timing: unexpected message {msg[0]!r}")
-        times = [float(t) for t in info.get("times", [])]
-        if len(times) != iters or not all(t > 0 and t == t for t in times):
-            raise CandidateFailure("exception", f"timing: the candidate reported {len(times)} times, expected "
-                                                f"{iters} positive ones")
-        # Each reported time must fit in the wall-clock interval the judge saw around it.
-        walls = [(b - a) * 1000.0 for a, b in zip(marks, marks[1:])][:iters]
-        over = [i for i, (t, w) in enumerate(zip(times, walls)) if t > w + 1.0]
-        if over:
-            self.report["violations"].append({"guard": "evaluator", "detail": (
-                f"timing: {len(over)} reported iteration times exceed the wall-clock time the judge "
-                f"observed (first: iteration {over[0]}, {times[over[0]]:.3f} ms > {walls[over[0]]:.3f} ms)")})
-        stats: TimingStats = summarize(times)
+        self.report["rechecked_calls"] = len(chosen)
+        for k in range(warmup + iters):
+            i = k - warmup
+            self.refill(k + 100_000)
+            self.clock.flush()
+            self.clock.synchronize()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CandidateFailure("timeout", f"timing did not finish within {spec['timeouts']['timing_s']:g} s")
+            window = cand.call(k + 100_000, left, "timing")
+            if i < 0:
+                continue
+            timing.windows_s.append(window)
+            if i in chosen:
+                seed = self.timed_seed(k + 100_000)
+                out, post_window = self.post(cand, k + 100_000, left, "timing")
+                timing.post_s.append(post_window)
+                inputs = self.make_inputs(seed)
+                with torch.no_grad():
+                    ref = self.model(*inputs)
+                del inputs
+                mismatch = self.compare(ref, out, seed, f"timed call {i}")
+                del ref, out
+                if mismatch is not None:
+                    self.fail("mismatch", f"timed call {i} (one of {len(chosen)} checked in secret): {mismatch}")
+                    return False
+        self.record_timing(timing)
+        self.report["durations_s"]["timing"] = round(time.perf_counter() - start, 3)
+        mark("judge", "timed calls done")
+        return True
+
+    def record_timing(self, timing: Any) -> None:
+        from kag.core.judge_timing import skipped_work
+        from kag.core.timing import summarize
+
+        # the hand-overs of the checks count too: the candidate cannot tell them apart either
+        merged = type(timing)(windows_s=timing.windows_s, post_s=timing.post_s + self.check_timing.post_s)
+        estimates, fold = merged.estimates_s(self.cal)
+        stats = summarize([e * 1000.0 for e in estimates])
         self.report["timing"]["candidate"] = stats
         self.report["times_ms"]["candidate"] = stats.median_ms
-        self.report["timing"]["candidate_wall"] = summarize(walls)
-        self.report["peak_memory_mb"] = info.get("peak_memory_mb")
-        kept = info.get("kept")
-        del info, msg
-        if chosen:
-            t0 = time.perf_counter()
-            self.recheck_timed(kept, chosen)
-            self.report["durations_s"]["recheck"] = round(time.perf_counter() - t0, 3)
-        del kept
-        self.report["durations_s"]["timing"] = round(time.perf_counter() - start, 3)
+        self.report["timing"]["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])
+        if fold > 0:
+            self.report["notes"].append(f"handing over outputs took {fold * 1e3:.4g} ms longer than calibrated: "
+                                        f"added to every timed call (work done after the call returned)")
+        if self.probe is not None and self.probe.waits:
+            self.report["notes"].append(f"the judge's probe found the GPU still busy {self.probe.waits} times after "
+                                        f"a call returned (the wait is part of the call's time)")
+        why = skipped_work(estimates)
+        if why:
+            self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})
+
+    def finish_candidate(self, cand: CandidateProcess, timed: bool) -> None:
+        """Stop the observer; the guards judge what every call did; cross-check the candidate's
+        own clock against the judge's."""
+        from kag.core.guarding import RunInfo, run_observation_guards
+        from kag.core.judge_timing import cross_check
+        from kag.core.observe import Observations
+        from kag.core.records import from_dict
+
+        reply, _ = cand.exchange(("finish", None), self.spec["timeouts"]["check_s"], "stopping the observer",
+                                 expect="finished")
+        obs = from_dict(Observations, reply[1]["observations"])
+        own = [float(t) for t in reply[1].get("own_times_ms", [])]
+        info = RunInfo(device="cuda" if self.cuda else "cpu", solution_dir=os.path.dirname(self.spec["model_new_path"]),
+                       extension_path=self.spec.get("extension_path"), allow_cublas=bool(self.spec.get("guard_options", {}).get("allow_cublas", True)),
+                       allow_cudnn=bool(self.spec.get("guard_options", {}).get("allow_cudnn", True)))
+        guards = [self.plugins.create("guard", n, **self.spec.get("guard_options", {}))
+                  for n in self.spec.get("runtime_guards", [])]
+        for v in run_observation_guards(guards, obs, info):
+            self.report["violations"].append({"guard": str(v.guard), "detail": str(v.detail)})
+        self.report["observed"] = {"calls": obs.calls, "ops": dict(sorted(obs.ops.items())[:20]),
+                                   "kernels": len(obs.kernels), "error": obs.error}
+        if timed and "candidate" in self.report["times_ms"]:
+            why = cross_check(own[-self.spec["num_timed"]:], self.report["times_ms"]["candidate"])
+            if why:
+                self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})
+
+
+def judge_entry(fd: int) -> None:
+    """``python -c`` entry of a judge: the orchestrator's end of the socket pair is ``fd``."""
+    from multiprocessing.connection import Connection
+
+    judge_main(Connection(fd))
 
 
 def judge_main(conn: Any) -> None:
-    """Entry point of the spawned judge process.
+    """Entry point of the judge process (kag.core.judge_process starts it with a minimal
+    environment).
 
     It starts before the orchestrator has built the solution and imports torch while the build
-    runs; then it forks the candidate (no CUDA call has happened, so the fork is safe and the
-    candidate needs no import of its own) and sends ("candidate", pid). It waits for ("spec",
+    runs; then it forks its confined candidate (no CUDA call has happened, so the fork is safe and
+    the candidate needs no import of its own) and sends ("candidate", pid). It waits for ("spec",
     spec), whose ``visible_devices`` it applies before any CUDA call, and finally sends ("result",
     report); ("exit", None) instead of a spec ends it.
     """
+    from kag.core.confine import set_child_subreaper, set_dumpable
+
     die_with_parent()
+    set_dumpable(False)  # the candidate (same uid) cannot read this process's memory, environ or fds
+    try:
+        set_child_subreaper()  # orphans of the candidate come to us (swept when it ends)
+    except OSError:
+        pass
     os.dup2(2, 1)  # nothing the judge or torch prints may reach the caller's stdout (kag score --json)
     from kag.core.channel import OutputCapture
 
     mark("judge", "started")
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # no CUDA driver call before the fork
     import torch  # noqa: F401 - imported while the orchestrator builds
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
+    from kag.core.isolation import candidate_plan
     from kag.core.records import to_dict
     from kag.core.timing import device_info
 
     mark("judge", "torch imported")
     capture = OutputCapture(start=False)
-    early = CandidateProcess(capture.path)  # forked now: no thread runs and CUDA is untouched
+    plan = candidate_plan(cuda=os.path.exists("/dev/nvidiactl"))
+    early = CandidateProcess(capture.path, plan)  # forked now: no thread runs and CUDA is untouched
     capture.start()
     conn.send(("candidate", early.pid))
     msg = conn.recv()
@@ -363,31 +400,37 @@ def judge_main(conn: Any) -> None:
     judge: Judge | None = None
     start = time.perf_counter()
     try:
-        if spec["do_correctness"] or spec["do_timing"]:
-            env = {"CUDA_VISIBLE_DEVICES": spec["visible_devices"]} if spec.get("visible_devices") is not None else {}
-            early.prepare(spec["device"], env)
+        env = {"CUDA_VISIBLE_DEVICES": spec["visible_devices"]} if spec.get("visible_devices") is not None else {}
+        early.resume()
+        early.ring(3)  # OP_MSG: prepare runs while the judge loads the reference
+        early.send(("prepare", {"device": spec["device"], "env": env, "seccomp": plan.seccomp}))
         judge = Judge(spec, conn.send)
         report = judge.report
+        prepared = early.receive(spec["timeouts"]["load_s"], "starting the candidate process")
+        if prepared[0] != "prepared":
+            raise CandidateFailure("exception", f"starting the candidate: unexpected reply {prepared[0]!r}")
+        early.stop()
+        report["confinement"] = list(prepared[1].get("layers", []))
         report["device"] = device_info(judge.device, spec["backend"])
         report["durations_s"]["reference"] = round(time.perf_counter() - start, 3)
         mark("judge", "reference ready")
         if spec["do_timing"]:
             judge.time_baselines()
             mark("judge", "baselines timed")
-        if spec["do_correctness"] or spec["do_timing"]:
-            cand = judge.start_candidate(early)
-            mark("judge", "candidate loaded")
-            ok = judge.check(cand) if spec["do_correctness"] else True  # runs the runtime guards too
-            mark("judge", "checks done")
-            if not spec["do_correctness"] and spec.get("runtime_guards"):
-                report["notes"].append("runtime guards run only with the correctness checks (not in profile)")
-            if ok and spec["do_timing"] and not report["violations"]:
-                judge.time_candidate(cand)
-                mark("judge", "timing done")
+        cand = judge.start_candidate(early)
+        mark("judge", "candidate loaded")
+        ok = judge.check(cand) if spec["do_correctness"] else True
+        mark("judge", "checks done")
+        timed = False
+        if ok and spec["do_timing"]:
+            timed = judge.time_candidate(cand)
+            mark("judge", "timing done")
+        if ok and not report.get("error"):
+            judge.finish_candidate(cand, timed)
     except CandidateFailure as exc:
         report.update(correct=False, error_kind=exc.kind, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - the reference or the harness failed, not the candidate
-        from kag.core.candidate import describe_exception
+        from kag.core.procs import describe_exception
 
         report.update(error_kind="exception", judge_error=True,
                       error=f"the judge failed (reference model or evaluator): {describe_exception(exc)}")

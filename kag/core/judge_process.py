@@ -11,25 +11,71 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
 
+JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR")
+
+
+class _Proc:
+    """The part of ``multiprocessing.Process`` callers use, over ``subprocess.Popen``."""
+
+    def __init__(self, popen: subprocess.Popen) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def kill(self) -> None:
+        self.popen.kill()
+
+
+def judge_environment() -> dict[str, str]:
+    """What a judge starts with: what Python, torch and CUDA need, the cache location and this
+    process's import path; never API keys (its candidate inherits its memory)."""
+    from kag.core.isolation import minimal_env
+
+    extra = {k: os.environ[k] for k in JUDGE_ENV if k in os.environ}
+    path = [p for p in sys.path if p and os.path.isdir(p)]
+    extra["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+    env = minimal_env(extra)
+    # OpenMP workers that spin after a parallel region would be stopped mid-spin between the
+    # candidate's calls (and steal the judge's cores): sleep instead, in baselines and candidate alike
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
 class JudgeProcess:
-    """The spawned judge. It is started before the build so that its interpreter (and the
-    candidate's, which it spawns at once) import torch while the solution compiles; it touches no
-    GPU until ``run`` sends the spec with the GPU the pool lent."""
+    """The judge, a fresh interpreter with a minimal environment. It is started before the build so
+    that it (and its candidate, which it forks at once) import torch while the solution compiles;
+    it touches no GPU until ``run`` sends the spec with the GPU the pool lent."""
 
     def __init__(self, daemon: bool = False) -> None:
-        import multiprocessing
+        from multiprocessing.connection import Connection
 
-        from kag.core.candidate import spawn_process
-        from kag.core.judge import judge_main
-
-        self.conn, child = multiprocessing.get_context("spawn").Pipe(duplex=True)
-        self.proc = spawn_process(judge_main, (child,), "kag-judge", daemon=daemon)
-        child.close()
+        ours, theirs = socket.socketpair()
+        code = f"from kag.core.judge import judge_entry; judge_entry({theirs.fileno()})"
+        popen = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=judge_environment(),
+                                 stdin=subprocess.DEVNULL, close_fds=True)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.proc = _Proc(popen)
         self.candidate_pid: int | None = None
         self.closed = False
 

@@ -48,7 +48,8 @@ class Float64Reference:
         self._model64: Any = None
 
     def outputs(self, seed: int, like: Any) -> Any:
-        """The reference's outputs on the inputs of ``seed``, computed in float64, cast like ``like``."""
+        """The reference's outputs on the inputs of ``seed``, computed in float64, cast like ``like``
+        (kept in float64 when ``like`` is None)."""
         import torch
 
         if self._model64 is None:
@@ -57,7 +58,35 @@ class Float64Reference:
         with torch.no_grad():
             out = self._model64(*inputs)
         del inputs
-        return cast_like(out, like)
+        return out if like is None else cast_like(out, like)
+
+    def settle_normwise(self, mismatch: Any, ref: Any, out: Any, tolerance: Any, seed: int, where: str,
+                        notes: list[str]) -> Any:
+        """A normwise miss is a false failure when the float32 reference itself is that far from
+        the exact result (cancellation): accept ``out`` if it is within rtol of the float64
+        reference plus 4x the float32 reference's own distance from it."""
+        import torch
+
+        from kag.core.compare import norm_bound, norms
+
+        path = mismatch.path
+        try:
+            exact = self.outputs(seed, None)
+            r32, o, e64 = (_pick(x, path) for x in (ref, out, exact))
+        except Exception as exc:  # noqa: BLE001 - no float64 reference: the float32 verdict stands
+            notes.append(f"{where}: no float64 reference to settle a normwise miss ({type(exc).__name__}: {exc})")
+            return mismatch
+        if not all(isinstance(t, torch.Tensor) for t in (r32, o, e64)):
+            return mismatch
+        e64 = e64.reshape(-1)
+        err, exact_norm = norms(e64, o.detach().reshape(-1))
+        noise, _ = norms(e64, r32.detach().reshape(-1))
+        atol, rtol = tolerance(r32.dtype)
+        if err > norm_bound(exact_norm, atol, rtol, e64.numel()) + 4.0 * noise:
+            return mismatch
+        notes.append(f"{where}: {path} is off the float32 reference on its own scale but within rtol of a float64 "
+                     f"reference (the float32 reference's rounding is {noise:.3g}): accepted")
+        return None
 
     def settle(self, mismatch: Any, ref: Any, out: Any, tolerance: Any, seed: int, where: str,
                notes: list[str]) -> Any:
@@ -65,6 +94,8 @@ class Float64Reference:
         tolerance of the float64 reference on the inputs of ``seed``; then None, with a note."""
         from kag.core.compare import compare_outputs
 
+        if mismatch is not None and getattr(mismatch, "normwise", False):
+            return self.settle_normwise(mismatch, ref, out, tolerance, seed, where, notes)
         if mismatch is None or not getattr(mismatch, "few_values_off", False):
             return mismatch
         try:
@@ -80,3 +111,13 @@ class Float64Reference:
                      f"float32 reference (max abs error {mismatch.max_abs_error:.3g}), all within it of a float64 "
                      f"reference: accepted")
         return None
+
+
+def _pick(obj: Any, path: str) -> Any:
+    """The part of an output tree that ``path`` ("output[0]['h']") names."""
+    import ast
+    import re
+
+    for part in re.findall(r"\[([^\]]*)\]", path[len("output"):]):
+        obj = obj[ast.literal_eval(part)]
+    return obj

@@ -1,11 +1,10 @@
-"""The one timing loop used for the candidate (in its process) and the baselines (in the judge).
+"""Clocks, cache flushes and device facts shared by the judge's timing (kag.core.judge_timing) and
+the analysis step. Trusted side: only the judge and the orchestrator use this module.
 
-Every timed iteration is: refill the inputs with fresh values, flush the cache (GPU L2: write a
-buffer twice its size), start event, forward, device-wide synchronise (so work on other streams
-counts), end event. The judge re-checks the outputs of a few timed iterations it picks in secret
-(told to the candidate only after each iteration ran), so computing only the first calls fails. ``Clock`` captures the timer functions when it is built, which the candidate
-harness does before it imports ``model_new``: a solution that monkey-patches ``torch.cuda.Event``,
-``torch.cuda.synchronize`` or ``time.perf_counter`` afterwards changes nothing here.
+A "flush" evicts the inputs and weights from the cache so every timed call starts cold (GPU L2:
+write a buffer twice its size; CPU: add to a buffer twice the last-level cache, capped). It is done
+by the judge in its own process while the candidate is stopped: the cache is shared, so the
+candidate's data is evicted as well.
 """
 
 from __future__ import annotations
@@ -41,9 +40,6 @@ class Clock:
         self.uint8 = torch.uint8
         self.no_grad = torch.no_grad
         if self.cuda:
-            self.Event = torch.cuda.Event
-            self.record = torch.cuda.Event.record
-            self.elapsed_time = torch.cuda.Event.elapsed_time
             self.synchronize = torch.cuda.synchronize
             self.flush_bytes = 2 * l2_cache_bytes()
         else:
@@ -64,52 +60,14 @@ class Clock:
         self._flush_buf = None
 
     def time_once(self, run: Callable[[], Any]) -> float:
-        """Milliseconds of one ``run()``, ending with a device-wide synchronise."""
-        ms, out = self.time_output(run)
-        del out
-        return ms
-
-    def time_output(self, run: Callable[[], Any]) -> tuple[float, Any]:
-        """(milliseconds, output) of one ``run()``; the output is complete when this returns."""
-        if self.cuda:
-            start = self.Event(enable_timing=True)
-            end = self.Event(enable_timing=True)
-            self.synchronize()
-            self.record(start)
-            out = run()
-            self.synchronize()
-            self.record(end)
-            self.synchronize()
-            return float(self.elapsed_time(start, end)), out
+        """Milliseconds of one ``run()`` on the wall clock, ending with a device-wide synchronise."""
+        self.synchronize()
         t0 = self.perf_counter()
         out = run()
+        self.synchronize()
         t1 = self.perf_counter()
-        return (t1 - t0) * 1000.0, out
-
-
-def time_iterations(run: Callable[[], Any], refill: Callable[[int], None], clock: Clock, *,
-                    warmup: int, iters: int, on_output: Callable[[int, Any], None] | None = None) -> list[float]:
-    """Warm up, then ``iters`` timed runs, each on freshly refilled inputs after a cache flush.
-
-    ``on_output(i, out)`` (the candidate's) sees each timed iteration's output after its timer
-    stopped; it may hold on to it until the next ``refill`` learns whether the judge re-checks it.
-    """
-    with clock.no_grad():
-        for _ in range(max(0, warmup)):
-            out = run()
-            clock.synchronize()
-            del out
-        times = []
-        for i in range(iters):
-            refill(i)
-            clock.flush()
-            ms, out = clock.time_output(run)
-            times.append(ms)
-            if on_output is not None:
-                on_output(i, out)
-            del out
-    clock.release()
-    return times
+        del out
+        return (t1 - t0) * 1000.0
 
 
 def summarize(times_ms: list[float]) -> TimingStats:

@@ -1,24 +1,21 @@
 """``no-output-reuse``: outputs are computed on every call, into memory the kernel writes.
 
-Static: state that outlives a call (``static`` tensors/maps/pointers and ``__device__`` buffers in
-C++, ``global`` statements, ``lru_cache``, ``data_ptr()`` keys and forward returning something
-stored on ``self`` in Python). Runtime: poison the allocator, run forward on inputs A, poison
-again, run ``info.alternate_call`` (inputs B copied into the SAME tensors); outputs identical for
-A and B while the reference's differ, or still holding the poison bit pattern, are violations.
+Static (feedback for the agent): state that outlives a call (``static`` tensors/maps/pointers and
+``__device__`` buffers in C++, ``global`` statements, ``lru_cache``, ``data_ptr()`` keys and
+forward returning something stored on ``self`` in Python).
 
-The evaluator's part (not here): fresh inputs every timed iteration, and the outputs of randomly
-chosen timed iterations re-checked against the reference after ``poison_allocator`` (a solution
-that computes only its first N calls is caught there even when N is larger than the checks).
+What catches reuse at run time is the judge, not this guard: every correctness check writes fresh
+secret inputs into the SAME input tensors (so a pointer- or shape-keyed cache returns a stale
+output, which mismatches), the candidate poisons the memory its next output will likely get, and
+the outputs of secretly chosen timed calls are compared as they happen (kag.core.judge_timing).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable
 
-from kag.core.guarding import (ForwardInfo, GuardBase, count_poison, dotted_name, iter_tensors, parse_python,
-                               poison_allocator, regex_hits, solution_files)
+from kag.core.guarding import GuardBase, dotted_name, parse_python, regex_hits, solution_files
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 
@@ -34,7 +31,6 @@ DEVICE_BUFFER = re.compile(r"^\s*(?:static\s+)?__device__\s+(?!__forceinline__|i
 
 class NoOutputReuse(GuardBase):
     name = "no-output-reuse"
-    nesting = 10
 
     def check_solution(self, solution: Solution, task: Task) -> list[Violation]:
         found: list[Violation] = []
@@ -87,29 +83,6 @@ class NoOutputReuse(GuardBase):
                                                     "stores on the module: a cached output"))
                         break
         return found
-
-    def check_forward(self, call: Callable[[], Any], info: ForwardInfo) -> tuple[Any, list[Violation]]:
-        import torch
-
-        result = call()
-        first = [t.detach().clone() for t in iter_tensors(result)]
-        found: list[Violation] = []
-        if info.alternate_call is None:
-            return result, found
-        poison_allocator(first)
-        second_out = info.alternate_call()
-        second = list(iter_tensors(second_out))
-        poisoned = sum(count_poison(t) for t in second)
-        if poisoned:
-            found.append(self.violation("outputs", f"{poisoned} output elements still hold the allocator poison: "
-                                        "the output memory was never written (uninitialised empty_like)"))
-        same = len(first) == len(second) and all(
-            a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b.to(a.device)) for a, b in zip(first, second))
-        if same and first and info.reference_outputs_differ:
-            found.append(self.violation("outputs", "identical outputs for two different inputs while the reference's "
-                                        "differ: a cached or stale output"))
-        del second_out, second
-        return result, found
 
 
 @hookimpl

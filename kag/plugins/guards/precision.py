@@ -3,15 +3,15 @@
 Under ``tolerance="cuda-agent"`` (the paper: mixed precision is an allowed optimisation at 1e-2)
 nothing is reported; under ``strict`` an fp32 task computed in half types or TF32 is a violation.
 A task whose own code uses half types (``torch.float16``/``half``/``bfloat16``) may use them.
-Runtime (strict only): the TF32/reduced-precision switches of torch must be off after forward.
+Static only (feedback): at run time the strict policy's tolerances themselves reject the error that
+half types or TF32 bring to an fp32 task.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
 
-from kag.core.guarding import ForwardInfo, GuardBase, regex_hits, solution_files
+from kag.core.guarding import GuardBase, regex_hits, solution_files
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 
@@ -49,7 +49,6 @@ def python_code_only(text: str) -> str:
 
 class PrecisionPolicy(GuardBase):
     name = "precision"
-    nesting = 60
 
     def check_solution(self, solution: Solution, task: Task) -> list[Violation]:
         if self.options.tolerance != "strict" or TASK_LOW.search(task.code or ""):
@@ -72,22 +71,6 @@ class PrecisionPolicy(GuardBase):
                 found.append(self.violation(f"{file.path}:{line}", f"{what}: reduced precision in an fp32 task "
                                             "is not allowed under the strict tolerance policy"))
         return found
-
-    def check_forward(self, call: Callable[[], Any], info: ForwardInfo) -> tuple[Any, list[Violation]]:
-        result = call()
-        if self.options.tolerance != "strict":
-            return result, []
-        import torch
-
-        flags = {
-            "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-            "torch.get_float32_matmul_precision() != 'highest'": torch.get_float32_matmul_precision() != "highest",
-        }
-        # cuDNN's TF32 switch defaults to on in torch; only matmul's and the precision level are ours.
-        flags.pop("torch.backends.cudnn.allow_tf32")
-        return result, [self.violation("runtime", f"{name} is on: TF32 under the strict policy")
-                        for name, on in flags.items() if on]
 
 
 @hookimpl

@@ -1,8 +1,10 @@
-"""``kernel-provenance``: every GPU kernel launched during ``ModelNew.forward`` must be the
+"""``kernel-provenance``: every GPU kernel launched while the candidate ran must be the
 candidate's own (a ``__global__`` function of its kernels/ or a function defined in its built
 extension) or come from an allowed library (cuBLAS/CUTLASS for GEMM, cuDNN for conv, per policy),
 or be a memcpy/memset/constant fill. Catches decoy kernels next to torch compute, torch.compile's
-Triton kernels and anything the static checks missed. CUDA only: on CPU there is nothing to see.
+Triton kernels and anything the static checks missed. The kernels are those the profiler running
+through every call recorded (kag.core.observe); the names the solution defines are read in the
+judge from its trusted copies of the sources and the built extension. CUDA only.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from kag.core.guarding import ForwardInfo, GuardBase, strip_cpp_comments
+from kag.core.guarding import GuardBase, RunInfo, strip_cpp_comments
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Violation
 
@@ -103,25 +105,16 @@ def classify_kernels(kernels: set[str], own: set[str], allow_cublas: bool, allow
 
 class KernelProvenance(GuardBase):
     name = "kernel-provenance"
-    nesting = 20
 
-    def check_forward(self, call: Callable[[], Any], info: ForwardInfo) -> tuple[Any, list[Violation]]:
-        if info.device != "cuda":
-            return call(), []
-        import torch
-        from torch.profiler import ProfilerActivity, profile
-
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            result = call()
-            torch.cuda.synchronize()
-        launched = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+    def check_observations(self, obs: Any, info: RunInfo) -> list[Violation]:
+        if info.device != "cuda" or not obs.kernels:
+            return []
         allow = (info.allow_cublas and self.options.allow_cublas, info.allow_cudnn and self.options.allow_cudnn)
-        bad = classify_kernels(launched, source_kernel_names(info.solution_dir), *allow)
+        bad = classify_kernels(set(obs.kernels), source_kernel_names(info.solution_dir), *allow)
         if bad:  # the symbol table is large (torch's inline templates): read it only when needed
             bad = classify_kernels(set(bad), extension_function_names(info.extension_path), *allow)
-        return result, [self.violation(f"kernel {name[:200]}", "launched during ModelNew.forward but not defined "
-                                       "in the solution's kernels/ nor an allowed library") for name in bad]
+        return [self.violation(f"kernel {name[:200]}", "launched during ModelNew.forward but not defined "
+                               "in the solution's kernels/ nor an allowed library") for name in bad]
 
 
 @hookimpl

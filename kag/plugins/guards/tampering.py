@@ -3,19 +3,19 @@
 Static: assignments to attributes of torch/time/kag/builtins/sys/os (and ``setattr``/``delattr``
 on them), ``sys.modules``/``builtins``/``__builtins__`` edits, ``gc``/``inspect``/``sys._getframe``
 introspection, ``os._exit``/``sys.exit``/``exit``/``quit`` and C++ ``exit``/``_exit``/``abort``,
-printing "PASS"-like verdicts. Runtime: identities of timers, sync points, comparison functions and
-Tensor methods, snapshot before ``model_new`` was imported (``info.identity_snapshot``; else just
-before forward) vs after forward. The verdict never comes from the candidate's stdout anyway.
+printing "PASS"-like verdicts. Runtime (a courtesy report, in the judge): the objects of torch,
+time and the evaluator that model_new.py replaced, as the candidate's harness saw them at the end.
+Tampering gains nothing anyway: the judge's clock times the calls and the judge compares the
+outputs, in another process; the verdict never comes from the candidate's stdout.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable
+from typing import Any
 
-from kag.core.guarding import (ForwardInfo, GuardBase, compare_identities, dotted_name, import_aliases, parse_python,
-                               regex_hits, resolve, snapshot_identities, solution_files)
+from kag.core.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 
@@ -38,7 +38,6 @@ CPP_PRINT = re.compile(r"(?:printf|puts|cout|cerr|fprintf|py::print)[^;]*?\"[^\"
 
 class NoTampering(GuardBase):
     name = "no-tampering"
-    nesting = 30
 
     def check_solution(self, solution: Solution, task: Task) -> list[Violation]:
         found: list[Violation] = []
@@ -91,10 +90,9 @@ class NoTampering(GuardBase):
                         found.append(self.violation(where, f"imports {mod}: introspection/evaluator access"))
         return found
 
-    def check_forward(self, call: Callable[[], Any], info: ForwardInfo) -> tuple[Any, list[Violation]]:
-        snapshot = info.identity_snapshot if info.identity_snapshot is not None else snapshot_identities()
-        result = call()
-        return result, compare_identities(snapshot, guard=self.name)
+    def check_observations(self, obs: Any, info: Any) -> list[Violation]:
+        return [self.violation(name, "was replaced after model_new was imported (monkey-patching)")
+                for name in obs.replaced]
 
 
 @hookimpl
