@@ -221,6 +221,23 @@ def test_unit_inputs() -> None:
     assert sorted(unit_inputs("b.cu", kernels)) == ["b.cu", "common.cuh", "deep.txt", "impl.inl", "lut.txt"]
 
 
+# -- the key must stay out of the compiler's reach ----------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 13, open: the trusted compile runs with the evaluator's read access, "
+                                       "so a kernel can embed the cache's key in its own module; compile and link "
+                                       "must be confined away from <cache>/private (Landlock or another uid)")
+def test_a_kernel_cannot_embed_the_cache_key_in_its_module(cache: Path, tmp_path: Path) -> None:
+    from kag.core import integrity
+
+    key = integrity.load_key(cache)
+    steal = ('asm(".section .rodata\\n.globl stolen\\nstolen:\\n.incbin \\"%s\\"\\n.previous");\n'
+             % integrity.key_path(cache))
+    result = build_solution(Solution(model_new="", kernels={"x.cpp": steal}), PlainBackend(), tmp_path / "a",
+                            cache_dir=cache)
+    if result.ok:
+        lib = load(result)
+        assert (ctypes.c_char * len(key)).in_dll(lib, "stolen").raw != key, "the module holds the cache's key"
+
+
 # -- the real CPU backend: the torch binding object -----------------------------------------------
 @pytest.mark.slow
 def test_cpu_backend_rebuilds_a_tampered_binding_object(cache: Path, tmp_path: Path) -> None:
