@@ -82,6 +82,8 @@ def locked(lock_path: Path | str, exclusive: bool) -> Iterator[None]:
     """An flock on ``lock_path`` (created 0600: nobody else can open it, so nobody else can hold it)."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, LOCK_MODE)
     try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, LOCK_MODE)  # a lock file made by an older kag (0644 under the umask)
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
     finally:

@@ -93,6 +93,10 @@ def test_a_mac_is_bound_to_key_kind_name_and_bytes() -> None:
 
 
 def test_a_signed_store_returns_only_bytes_that_verify(tmp_path: Path) -> None:
+    (tmp_path / "objects").mkdir()
+    (tmp_path / "objects" / ".lock").touch()
+    os.chmod(tmp_path / "objects", 0o777)  # as an older kag (or a lax umask) left them
+    os.chmod(tmp_path / "objects" / ".lock", 0o666)
     old = os.umask(0o002)  # a group-writable umask must not make the cache group-writable
     try:
         store = integrity.SignedStore(tmp_path / "objects", "object", b"k" * 32)
