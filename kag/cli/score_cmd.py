@@ -3,7 +3,9 @@
 ``--task`` takes a task file (``model.py``) or a dataset id such as ``kernelbench:level1/19``;
 ``--solution`` a workspace or solution folder (``model_new.py`` + ``kernels/``). ``--workspace DIR``
 is short for ``--task DIR/model.py --solution DIR`` (what the skill scripts pass). Exit status 0
-when the evaluation ran, whatever the verdict; 2 on bad usage or input.
+when the evaluation ran, whatever the verdict; 2 on bad usage or input. Where each baseline's time
+came from (the cache and its age, or timed now) is in ``metadata.baseline_cache`` (see
+``kag.core.baseline_cache.BaselineCache.obtain``) and on the baseline's line of the text report.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from kag.core import integrity
 from kag.core.records import Solution
 
 MODULE_NAME = "cuda_extension"
@@ -54,6 +55,7 @@ class BuildResult:
     compiled: list[str] = attrs.field(factory=list)
     cached: list[str] = attrs.field(factory=list)
     failed: list[str] = attrs.field(factory=list)
+    warnings: list[str] = attrs.field(factory=list)  # cache entries that failed their integrity check
 
 
 class Backend(Protocol):
@@ -134,23 +136,36 @@ def _probe_torch() -> dict[str, Any]:
     }
 
 
+def cache_key_material(cache: Path) -> bytes:
+    """The cache's HMAC key; a cache whose key cannot be kept private is a setup error."""
+    try:
+        return integrity.load_key(cache)
+    except (integrity.IntegrityError, OSError) as exc:
+        raise BuildSetupError(f"build cache {cache}: {exc}") from None
+
+
 @functools.lru_cache(maxsize=None)
 def torch_info(cache_dir: str | None = None) -> TorchInfo:
-    """Facts about the installed torch, keyed on its location and version file."""
+    """Facts about the installed torch, keyed on its location and version file (a signed record:
+    its include and library paths go into every compile and link)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         raise BuildSetupError("torch is not installed; `pip install torch` to build solutions")
     torch_dir = Path(spec.origin).parent
     stamp = (torch_dir / "version.py").read_bytes() if (torch_dir / "version.py").exists() else b""
     key = hashlib.sha256(str(torch_dir).encode() + stamp + sys.version.encode()).hexdigest()[:20]
-    path = cache_root(cache_dir) / "toolchain" / f"torch-{key}.json"
-    try:
-        return TorchInfo(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        pass
-    data = _probe_torch()
-    _atomic_write(path, json.dumps(data, indent=1).encode())
-    return TorchInfo(**data)
+    root = cache_root(cache_dir)
+    store = integrity.SignedStore(root / "toolchain", "toolchain", cache_key_material(root))
+    name = f"torch-{key}.json"
+    data = store.read(name)
+    if data is not None:
+        try:
+            return TorchInfo(**json.loads(data))
+        except (ValueError, TypeError):
+            pass
+    probed = _probe_torch()
+    store.write(name, json.dumps(probed, indent=1).encode())
+    return TorchInfo(**probed)
 
 
 @functools.lru_cache(maxsize=None)
@@ -212,13 +227,6 @@ def _unique() -> str:
     return f"{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{_unique()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
     """Run a compiler; on timeout kill its whole process group (nvcc spawns cicc, ptxas)."""
     try:
@@ -241,8 +249,13 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
 class _Unit:
     rel: str  # path shown to the agent, relative to the workspace
     kind: str
+    inputs: dict[str, str] = attrs.field(factory=dict)  # the solution files its compile may read
     key: str = ""
     command: list[str] = attrs.field(factory=list)
+
+    @property
+    def obj(self) -> str:
+        return f"{self.key}.o"
 
 
 def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
@@ -255,6 +268,23 @@ def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
             raise BuildSetupError(f"kernels/{rel}: a kernel file must be a relative path inside kernels/")
         out[rel] = text
     return out
+
+
+def unit_inputs(rel: str, kernels: dict[str, str]) -> dict[str, str]:
+    """The files of kernels/ that compiling ``rel`` may read: itself, every header, and any other
+    file whose name appears in one of those (``#include "common.cu"``), transitively. Only these
+    are in its compile tree and its cache key, so the key covers everything the compile can read
+    from the solution (an include spelled by macros names no file and finds none)."""
+    chosen = {rel} | {r for r in kernels if r.endswith(HEADER_SUFFIXES)}
+    rest = sorted(set(kernels) - chosen)
+    while rest:
+        text = "\n".join(kernels[r] for r in chosen)
+        named = [r for r in rest if Path(r).name in text]
+        if not named:
+            break
+        chosen.update(named)
+        rest = [r for r in rest if r not in chosen]
+    return {r: kernels[r] for r in sorted(chosen)}
 
 
 def _write_tree(src_root: Path, kernels: dict[str, str], fixed: dict[str, bytes]) -> None:
@@ -302,75 +332,99 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
            jobs: int, timeout_s: float, start: float) -> BuildResult:
     kernels = _normalise_kernels(solution.kernels)
     fixed = {name: (skill_dir() / name).read_bytes() for name in SKILL_FIXED}
-    src_root = out_dir / "src"
-    _write_tree(src_root, kernels, fixed)
+    src_root, staged = out_dir / "src", out_dir / "objects"
+    for folder in (src_root, staged):
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
     toolchain = backend.toolchain_id()
-    headers = b"".join(f"{rel}\0{kernels[rel]}\0".encode() for rel in sorted(kernels)
-                       if rel.endswith(HEADER_SUFFIXES))
+    mac_key = cache_key_material(cache)
+    objects = integrity.SignedStore(cache / "objects", "object", mac_key)
+    modules = integrity.SignedStore(cache / "modules", "module", mac_key)
     units = [_Unit("binding.cpp", "binding")]
     for rel in sorted(kernels):
         if rel.endswith(SOURCE_SUFFIXES):
-            units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}")))
-    objects_dir = cache / "objects"
-    objects_dir.mkdir(parents=True, exist_ok=True)
+            units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}"), unit_inputs(rel, kernels)))
     for unit in units:
         unit.command = backend.compile_command(unit.kind, unit.rel, "{obj}")
-        source = fixed["binding.cpp"] if unit.rel == "binding.cpp" else kernels[unit.rel[8:]].encode()
-        solution_headers = b"" if unit.rel == "binding.cpp" else headers
-        unit.key = _key(toolchain, unit.kind, "\0".join(unit.command), source,
-                        fixed["binding_registry.h"], solution_headers)
+        unit.key = _key(toolchain, unit.kind, "\0".join(unit.command), *fixed.values(),
+                        *[f"{rel}\0{text}" for rel, text in unit.inputs.items()])
+    sources_text = "\n".join(kernels.values())
+    link_error = None
+    try:
+        link_cmd = backend.link_command(["{obj%d}" % i for i in range(len(units))], "{out}", sources_text)
+        linked_name = _key(toolchain, "\0".join(link_cmd), *[u.key for u in units]) + module_path.suffix
+    except BuildSetupError as exc:  # reported after any compile errors
+        link_error, link_cmd, linked_name = str(exc), [], ""
 
-    todo = [u for u in units if not (objects_dir / f"{u.key}.o").exists()]
-    cached = [u.rel for u in units if u not in todo]
-    failures: list[tuple[str, str]] = []
+    def done(ok: bool, log: str, **lists: list[str]) -> BuildResult:
+        warnings = [f"warning: the cached {name} failed its integrity check; ignored and rebuilt"
+                    for name in objects.rejected + modules.rejected]
+        log = "\n".join(filter(None, [log, *warnings]))
+        return BuildResult(ok, str(out_dir) if ok else None, log, time.perf_counter() - start,
+                           warnings=warnings, **lists)
 
-    def compile_one(unit: _Unit) -> tuple[_Unit, int, str]:
-        final = objects_dir / f"{unit.key}.o"
-        tmp = objects_dir / f".{unit.key}.{_unique()}.o"
-        cmd = [str(tmp) if part == "{obj}" else part for part in unit.command]
-        rc, out = _run(cmd, src_root, timeout_s)
-        if rc == 0 and tmp.exists():
-            os.replace(tmp, final)
+    module = modules.read(linked_name) if linked_name else None
+    if module is not None:  # the whole module is cached: no object is needed
+        _install(module, module_path)
+        return done(True, "", cached=[u.rel for u in units])
+
+    todo: list[_Unit] = []
+    cached: list[str] = []
+    for unit in units:
+        data = objects.read(unit.obj)
+        if data is None:
+            todo.append(unit)
+        else:  # the verified bytes, not the cache's file, go to the linker
+            (staged / unit.obj).write_bytes(data)
+            cached.append(unit.rel)
+
+    def compile_one(index: int, unit: _Unit) -> tuple[_Unit, int, str]:
+        tree = src_root / f"unit{index}"
+        _write_tree(tree, unit.inputs, fixed)
+        obj = staged / unit.obj
+        rc, out = _run([str(obj) if part == "{obj}" else part for part in unit.command], tree, timeout_s)
+        if rc == 0 and obj.exists():
+            objects.write(unit.obj, obj.read_bytes())
         else:
-            tmp.unlink(missing_ok=True)
+            obj.unlink(missing_ok=True)
+            out = trim_compiler_output(out, tree) if rc != -1 else out
         return unit, rc, out
 
+    failures: list[tuple[str, str]] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
-        for unit, rc, out in pool.map(compile_one, todo):
+        for unit, rc, out in pool.map(compile_one, range(len(todo)), todo):
             if rc == -1:
                 failures.append((unit.rel, f"{unit.rel}: error: compile {out} (the limit per file; "
                                            f"EvalOptions.timeouts.build_s, `kag score --build-timeout`); "
                                            f"simplify the file or split it"))
             elif rc != 0:
-                failures.append((unit.rel, trim_compiler_output(out, src_root)))
+                failures.append((unit.rel, out))
     compiled = [u.rel for u in todo]
     if failures:
         lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failures)
-        return BuildResult(False, None, _cap(lines.splitlines()), time.perf_counter() - start,
-                           compiled=[c for c in compiled if c not in dict(failures)], cached=cached,
-                           failed=[rel for rel, _ in failures])
+        return done(False, _cap(lines.splitlines()), compiled=[c for c in compiled if c not in dict(failures)],
+                    cached=cached, failed=[rel for rel, _ in failures])
+    if link_error is not None:
+        return done(False, link_error, compiled=compiled, cached=cached)
 
-    objects = [str(objects_dir / f"{u.key}.o") for u in units]
-    sources_text = "\n".join(kernels.values())
-    try:
-        link_cmd = backend.link_command(["{obj%d}" % i for i in range(len(objects))], "{out}", sources_text)
-    except BuildSetupError as exc:
-        return BuildResult(False, None, str(exc), time.perf_counter() - start, compiled=compiled, cached=cached)
-    link_key = _key(toolchain, "\0".join(link_cmd), *[u.key for u in units])
-    linked = cache / "modules" / f"{link_key}{module_path.suffix}"
-    if not linked.exists():
-        tmp = linked.with_name(f".{link_key}.{_unique()}{module_path.suffix}")
-        linked.parent.mkdir(parents=True, exist_ok=True)
-        subst = {f"{{obj{i}}}": o for i, o in enumerate(objects)} | {"{out}": str(tmp)}
-        rc, out = _run([subst.get(p, p) for p in link_cmd], src_root, timeout_s)
-        if rc != 0:
-            tmp.unlink(missing_ok=True)
-            msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
-            return BuildResult(False, None, "link failed:\n" + msg,
-                               time.perf_counter() - start, compiled=compiled, cached=cached)
-        os.replace(tmp, linked)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp_module = module_path.with_name(f".{module_path.name}.{_unique()}")
-    shutil.copyfile(linked, tmp_module)
-    os.replace(tmp_module, module_path)
-    return BuildResult(True, str(out_dir), "", time.perf_counter() - start, compiled=compiled, cached=cached)
+    tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
+    subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
+    rc, out = _run([subst.get(p, p) for p in link_cmd], src_root, timeout_s)
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
+        return done(False, "link failed:\n" + msg, compiled=compiled, cached=cached)
+    module = tmp.read_bytes()
+    tmp.unlink()
+    modules.write(linked_name, module)
+    _install(module, module_path)
+    return done(True, "", compiled=compiled, cached=cached)
+
+
+def _install(module: bytes, module_path: Path) -> None:
+    """Write the (verified or freshly linked) module's bytes as ``cuda_extension*.so``."""
+    module_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = module_path.with_name(f".{module_path.name}.{_unique()}")
+    tmp.write_bytes(module)
+    os.replace(tmp, module_path)

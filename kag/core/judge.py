@@ -116,9 +116,12 @@ class Judge:
 
     # -- baselines ------------------------------------------------------------------------------
     def time_baselines(self) -> None:
+        """Each baseline's timing from kag.core.baseline_cache (a verified, settled cache entry, or
+        timed here until it settles); ``report["baseline_cache"][name]`` gets its ``info`` (source,
+        status, age, runs: see ``BaselineCache.obtain``) and ``report["notes"]`` its warnings."""
         import torch
 
-        from kag.core.baseline_cache import BaselineCache, cache_key
+        from kag.core.baseline_cache import BaselineCache, BaselineKey
         from kag.core.judge_timing import time_in_process
         from kag.core.timing import summarize
 
@@ -131,25 +134,27 @@ class Judge:
             for name, mode in spec["baselines"]:
                 start = time.perf_counter()
                 # "judge-wall": timed by kag.core.judge_timing (entries timed otherwise are not reused)
-                key = cache_key(spec["task_hash"], device_key, torch.__version__, name, f"{mode}|judge-wall",
-                                spec["num_timed"])
-                stats = cache.get(key) if spec.get("use_baseline_cache", True) else None
-                if stats is not None:
-                    self.report["baseline_cache"][name] = "hit"
-                else:
-                    baseline = self.plugins.create("baseline", name, mode=mode)
-                    fn = baseline.prepare(self.model)
+                key = BaselineKey(spec["task_hash"], device_key, torch.__version__, name, f"{mode}|judge-wall",
+                                  spec["num_timed"])
+                prepared: list[Any] = []  # the baseline, prepared once however often it is timed
+
+                def measure() -> Any:
+                    if not prepared:
+                        prepared.append(self.plugins.create("baseline", name, mode=mode).prepare(self.model))
                     with torch.no_grad():
-                        times = time_in_process(lambda: fn(*self.local), self.refill, self.clock.flush,
-                                                self.clock.synchronize, warmup=spec["warmup"],
-                                                iters=spec["num_timed"])
-                    stats = summarize(times)
-                    cache.put(key, stats)
-                    self.report["baseline_cache"][name] = "miss"
-                    del fn, baseline
+                        return summarize(time_in_process(lambda: prepared[0](*self.local), self.refill,
+                                                         self.clock.flush, self.clock.synchronize,
+                                                         warmup=spec["warmup"], iters=spec["num_timed"]))
+
+                got = cache.obtain(key, measure, use_cache=spec.get("use_baseline_cache", True))
+                self.report["baseline_cache"][name] = got.info
+                self.report["notes"] += got.notes
+                if prepared:
+                    prepared.clear()
                     if hasattr(torch, "_dynamo"):
                         torch._dynamo.reset()
                     self.free()
+                stats = got.stats
                 self.report["timing"][name] = stats
                 self.report["times_ms"][name] = stats.median_ms
                 self.report["durations_s"][f"baseline_{name}"] = round(time.perf_counter() - start, 3)

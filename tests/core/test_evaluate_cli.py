@@ -88,7 +88,10 @@ def test_verify_and_profile_take_a_workspace(workspace):
               "--json")
     data = json.loads(res.stdout)
     assert data["times_ms"]["candidate"] > 0 and data["reward"] is None
-    assert data["metadata"]["baseline_cache"] == {"eager": "hit", "compile": "hit"}
+    cache = data["metadata"]["baseline_cache"]
+    assert set(cache) == {"eager", "compile"}
+    for info in cache.values():  # cached by the score above if its timing settled, else timed again
+        assert info["runs"] == 3 and (info["source"] == "cache") == (info["status"] == "hit")
 
 
 def test_a_failing_solution_still_exits_zero(workspace, tmp_path):
