@@ -2,12 +2,16 @@
 evaluator on this machine's GPU and print a table: case, expected, got, ok.
 
     python bench/adversarial.py [--only NAME,...] [--no-timing] [--cpu] [--shard K/N] [--jobs J]
+                                [--no-static-guards] [--family]
 
 Every case goes through ``tests.adversarial.runner.run_case``: the same ``kag.core.evaluate`` wiring
 (static guards, build, judge, runtime guards in the candidate, re-checked timed iterations) that the
 CPU tests use; it refuses to run until ``kag.core.evaluate.RUNTIME_GUARDS_WIRED`` is set.
 Writes adversarial.json (every row plus the device) and adversarial.md (the table) to $OUT when it
-is set. Exit status 1 when any case gets the wrong verdict. After each fault, GPU memory in use is
+is set (adversarial_no_static.* with ``--no-static-guards``: every guard's source check off, so
+every verdict comes from the runtime defences alone; a case then passes when it fails (-1) or gets
+only the speed it really has, as ``Case.no_static_outcomes`` says). Exit status 1 when any case
+gets the wrong verdict. After each fault, GPU memory in use is
 checked to be back where it was (the column ``mem_mb`` is the change in device memory in use; only
 with --jobs 1). ``--shard K/N`` runs every N-th case from the K-th (1-based), to stay under a
 per-command time limit; ``--jobs J`` builds J solutions at once (the GPU is still used by one
@@ -49,10 +53,11 @@ def markdown(rows: list[dict], device: str, backend: str) -> str:
     fp = sum(r["honest"] and not r["ok"] for r in rows)
     lines = [f"# Adversarial corpus ({backend}) on {device}", "",
              f"{right}/{len(rows)} verdicts right; false positives: {fp}", "",
-             "| case | expected | got | ok |", "|---|---|---|---|"]
+             "| case | family | expected | got | ok |", "|---|---|---|---|---|"]
     for r in rows:
         got = r["got"].replace("|", "\\|").replace("\n", " ")[:200]
-        lines.append(f"| {r['case']} | {r['expected'].replace('|', '/')} | {got} | {'yes' if r['ok'] else 'NO'} |")
+        lines.append(f"| {r['case']} | {r.get('family', '')} | {r['expected'].replace('|', '/')} | {got} | "
+                     f"{'yes' if r['ok'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -64,6 +69,8 @@ def main() -> int:
     parser.add_argument("--force", action="store_true", help="run even if the runtime guards are not wired")
     parser.add_argument("--shard", default="1/1", help="K/N: run cases K, K+N, K+2N, ... (1-based)")
     parser.add_argument("--jobs", type=int, default=1, help="evaluations in flight (builds overlap)")
+    parser.add_argument("--no-static-guards", action="store_true", help="switch off every guard's source check")
+    parser.add_argument("--family", action="store_true", help="only the issue 12/13 families")
     args = parser.parse_args()
     k, _, n = args.shard.partition("/")
     if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
@@ -74,7 +81,9 @@ def main() -> int:
         return 2
     backend = "cpu" if args.cpu else "cuda"
     only = {n for n in args.only.split(",") if n}
-    selected = [c for c in cases(backend) if not only or c.name in only][int(k) - 1::int(n)]
+    static = not args.no_static_guards
+    selected = [c for c in cases(backend) if (not only or c.name in only) and (c.family or not args.family)]
+    selected = selected[int(k) - 1::int(n)]
     plugins = guard_plugins()
     rows = []
     base = used_mb()
@@ -83,8 +92,8 @@ def main() -> int:
     def run_one(case):  # noqa: ANN001, ANN202
         start = time.perf_counter()
         try:
-            result = run_case(case, plugins, do_timing=not args.no_timing)
-            ok, got = matches(case, result), describe(result)
+            result = run_case(case, plugins, do_timing=not args.no_timing, static_guards=static)
+            ok, got = matches(case, result, static_guards=static), describe(result, case)
         except Exception as exc:  # noqa: BLE001 - the evaluator itself failed: a wrong verdict
             ok, got = False, f"evaluator raised {type(exc).__name__}: {exc}"
         return case, ok, got, time.perf_counter() - start
@@ -98,8 +107,10 @@ def main() -> int:
             now = used_mb() if args.jobs <= 1 else None
             delta = None if now is None or base is None else round(now - base, 1)
             expected = case.expect + (f" ({case.detail})" if case.detail else "")
-            rows.append({"case": case.id, "expected": expected, "got": got, "ok": ok, "seconds": round(seconds, 2),
-                         "gpu_mem_delta_mb": delta, "honest": case.honest})
+            if not static:
+                expected = " or ".join(o if o != "same" else expected for o in case.no_static_outcomes)
+            rows.append({"case": case.id, "family": case.family, "expected": expected, "got": got, "ok": ok,
+                         "seconds": round(seconds, 2), "gpu_mem_delta_mb": delta, "honest": case.honest})
             print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} "
                   f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
     if args.jobs > 1 and base is not None:
@@ -119,9 +130,11 @@ def main() -> int:
         import torch
 
         device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-        Path(out, "adversarial.json").write_text(json.dumps({"device": device, "backend": backend, "rows": rows,
-                                                             "false_positives": len(false_positives)}, indent=1))
-        Path(out, "adversarial.md").write_text(markdown(rows, device, backend))
+        stem = "adversarial" if static else "adversarial_no_static"
+        Path(out, f"{stem}.json").write_text(json.dumps({"device": device, "backend": backend, "rows": rows,
+                                                         "static_guards": static,
+                                                         "false_positives": len(false_positives)}, indent=1))
+        Path(out, f"{stem}.md").write_text(markdown(rows, device, backend + ("" if static else ", static guards off")))
     return 1 if wrong else 0
 
 

@@ -27,6 +27,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "eval": "kag.cli.eval_cmd:eval_",
     "show": "kag.cli.show_cmd:show",
     "serve": "kag.cli.serve_cmd:serve",
+    "doctor": "kag.cli.doctor_cmd:doctor",
 }
 
 

@@ -98,6 +98,10 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--num-timed", type=click.IntRange(1), default=100, show_default=True),
         click.option("--warmup", type=click.IntRange(0), default=10, show_default=True),
         click.option("--no-baseline-cache", is_flag=True, help="Re-time the baselines instead of using the cache."),
+        click.option("--build-timeout", type=click.FloatRange(1), default=180.0, show_default=True,
+                     help="Seconds one source file may take to compile."),
+        click.option("--no-static-guards", is_flag=True,
+                     help="Skip every guard's source check: the verdict comes from the runtime defences alone."),
         click.option("--seed", type=int, help="Fix the input seed (default: secret and random)."),
         click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object."),
         click.option("--server", "server", envvar="KAG_EVAL_SERVER", metavar="SOCKET",
@@ -114,9 +118,11 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
          tolerance: str | None, compile_mode: str, num_checks: int, num_timed: int, warmup: int,
-         no_baseline_cache: bool, seed: int | None, as_json: bool, server: str | None, reference: bool,
-         plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
-    from kag.core.evaluate import EvalOptions, evaluate
+         no_baseline_cache: bool, build_timeout: float, no_static_guards: bool, seed: int | None, as_json: bool,
+         server: str | None, reference: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+    import attrs
+
+    from kag.core.evaluate import EvalOptions, Timeouts, evaluate
 
     if workspace is not None:
         task_spec = task_spec or str(workspace / "model.py")
@@ -132,6 +138,7 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         backend=pick_backend(backend), tolerance=tolerance, compile_mode=compile_mode, num_checks=num_checks,
         num_timed=num_timed, warmup=warmup, use_baseline_cache=not no_baseline_cache, seed=seed,
         do_correctness=mode in ("score", "verify"), do_timing=mode in ("score", "profile"),
+        timeouts=attrs.evolve(Timeouts(), build_s=build_timeout), static_guards=not no_static_guards,
     )
     if mode == "profile":
         from kag.core.analysis import analyse_reference, format_analysis, is_untouched

@@ -227,10 +227,17 @@ def _unique() -> str:
     return f"{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}"
 
 
-def _run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
+def confined(cmd: list[str], workdir: Path, cache: Path) -> list[str]:
+    """``cmd`` run under kag.core.confine_exec: it reads the system and the toolchain, reads and
+    writes ``workdir``, and never reaches ``cache`` (the evaluator's key and signed entries)."""
+    return [sys.executable, "-m", "kag.core.confine_exec", "--write", str(workdir), "--protect", str(cache),
+            "--", *cmd]
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a compiler; on timeout kill its whole process group (nvcc spawns cicc, ptxas)."""
     try:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                 text=True, errors="replace", start_new_session=True)
     except OSError as exc:
         return 127, f"{cmd[0]}: cannot run: {exc}"
@@ -241,6 +248,16 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return -1, f"timed out after {timeout_s:g} s"
+
+
+def tool_env(workdir: Path) -> dict[str, str]:
+    """The compilers' environment: the machine's minimal one, temp files in the build folder."""
+    from kag.core.isolation import minimal_env
+
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    keep = {k: os.environ[k] for k in ("CXX", "CC", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS") if k in os.environ}
+    return minimal_env({**keep, "TMPDIR": str(tmp), "HOME": str(tmp)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +400,8 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
         tree = src_root / f"unit{index}"
         _write_tree(tree, unit.inputs, fixed)
         obj = staged / unit.obj
-        rc, out = _run([str(obj) if part == "{obj}" else part for part in unit.command], tree, timeout_s)
+        rc, out = _run(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir, cache),
+                       tree, timeout_s, env=tool_env(out_dir))
         if rc == 0 and obj.exists():
             objects.write(unit.obj, obj.read_bytes())
         else:
@@ -410,7 +428,8 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
 
     tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
     subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
-    rc, out = _run([subst.get(p, p) for p in link_cmd], src_root, timeout_s)
+    rc, out = _run(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, timeout_s,
+                   env=tool_env(out_dir))
     if rc != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
         msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)

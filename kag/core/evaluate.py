@@ -54,6 +54,7 @@ class EvalOptions:
     warmup: int = 10
     timeouts: Timeouts = attrs.field(factory=Timeouts)
     guards: tuple[str, ...] | None = None  # None: every selected guard plugin
+    static_guards: bool = True  # False: no guard reads the sources (the verdict must hold without them)
     guard_options: dict[str, Any] = attrs.field(factory=dict)  # passed to every guard (GuardOptions)
     do_timing: bool = True
     do_correctness: bool = True
@@ -92,7 +93,7 @@ def guard_options(options: EvalOptions, plugins: Plugins) -> dict[str, Any]:
 
 
 def static_violations(task: Task, solution: Solution, plugins: Plugins, names: tuple[str, ...] | None,
-                      options: dict[str, Any] | None = None) -> tuple[list[Violation], list[str]]:
+                      options: dict[str, Any] | None = None, static: bool = True) -> tuple[list[Violation], list[str]]:
     """Run every selected guard's ``check_solution``; return violations and the names of the guards
     that also judge what the candidate's calls did (``check_observations``, run in the judge)."""
     chosen = plugins.selected_all("guard") if names is None else names
@@ -105,7 +106,7 @@ def static_violations(task: Task, solution: Solution, plugins: Plugins, names: t
             raise ValueError(f"guard {name!r} rejects the guard options {options}: {exc} (EvalOptions.guard_options "
                              f"takes allow_cublas, allow_cudnn; tolerance comes from the tolerance policy)") from exc
         check = getattr(guard, "check_solution", None)
-        if callable(check):
+        if static and callable(check):
             for v in check(solution, task) or []:
                 found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
         if callable(getattr(guard, "check_observations", None)):
@@ -233,7 +234,8 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     if solution.ignored_files:
         result.metadata["ignored_files"] = list(solution.ignored_files)
     guard_opts = guard_options(options, plugins)
-    violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts)
+    violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts,
+                                                   static=options.static_guards)
     if violations:
         result.violations = violations
         result.error_kind = "guard"

@@ -189,22 +189,56 @@ def _reap_children() -> None:
             return
 
 
+def _try_in_child(action: Callable[[], None]) -> str | None:
+    """None when ``action`` works in a forked child (nothing of it reaches this process), else why not."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            action()
+            os.write(w, b"ok")
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            os.write(w, f"{type(exc).__name__}: {exc}".encode()[:500])
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        answer = fh.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return None if answer == "ok" else (answer or "the probe died")
+
+
 def confinement_support() -> dict[str, Any]:
-    """Which layers this machine gives a candidate (``kag doctor``), each with why not."""
+    """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
+    not where it fails."""
     from kag.core import confine
+
+    def ns(flag: int) -> Callable[[], None]:
+        def act() -> None:
+            if not _unshare(flag):
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        return act
+
+    def verdict(problem: str | None, fallback: str) -> str:
+        return "yes" if problem is None else f"no ({problem}); {fallback}"
 
     root = is_root()
     abi = confine.landlock_abi()
     support: dict[str, Any] = {
         "running as root": root,
-        "pid namespace (all its processes die with it)": "yes" if root else "no: needs root; a subreaper "
-                                                                           "sweep kills them instead",
-        "network namespace": "yes" if root else "no: needs root; Landlock (ABI 4+) blocks TCP instead",
-        "capabilities dropped": "yes" if root else "none to drop (not root)",
-        "landlock": f"yes (ABI {abi})" if abi else "no: the kernel has no Landlock",
-        "seccomp": "yes" if confine.seccomp_mode() >= 0 and confine.arch() in confine.SYSCALLS
-        else f"no: kernel or architecture ({confine.arch()}) not supported",
-        "judge not dumpable": "yes",
+        "pid namespace (all its processes die with it)": verdict(
+            _try_in_child(ns(CLONE_NEWPID)) if root else "needs root", "a subreaper sweep kills them instead"),
+        "network namespace": verdict(_try_in_child(ns(CLONE_NEWNET)) if root else "needs root",
+                                     "Landlock (ABI 4+) blocks TCP instead"),
+        "capabilities dropped": verdict(_try_in_child(confine.drop_capabilities), "it keeps root's powers")
+        if root else "none to drop (not root)",
+        "landlock": f"yes (ABI {abi})" if abi else "no: the kernel has no Landlock; candidates can read and "
+                                                   "write what this user can",
+        "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
+                           "candidates can fork, exec and ptrace"),
+        "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
+                                      "a candidate of the same user can read the judge's memory"),
     }
     if os.environ.get("KAG_CONFINE", "1") == "0":
         support["KAG_CONFINE"] = "0: Landlock and seccomp are OFF for candidates"

@@ -26,4 +26,4 @@ def _params(items: list[Case]) -> list:
 @pytest.mark.parametrize("case", _params(cases("cpu")))
 def test_cpu_case_verdict(case: Case, tmp_path_factory) -> None:
     result = run_case(case, guard_plugins(), do_timing=case.name in ("first_calls_only", "stdout_flood"))
-    assert matches(case, result), f"{case.id}: expected {case.expect} {case.detail!r}, got {describe(result)}"
+    assert matches(case, result), f"{case.id}: expected {case.expect} {case.detail!r}, got {describe(result, case)}"

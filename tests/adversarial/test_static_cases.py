@@ -31,9 +31,23 @@ def test_static_case_is_caught(case: Case) -> None:
     assert all(":" in v.detail for v in hits)
 
 
-@pytest.mark.parametrize("case", [c for c in ATTACKS if not c.static], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in ATTACKS if not c.static and not c.family], ids=lambda c: c.id)
 def test_runtime_case_passes_static_checks(case: Case) -> None:
     assert static_violations(case) == []
+
+
+def test_every_family_has_three_routes_on_both_backends() -> None:
+    """Issue 12/13: each family is attacked by at least three different routes (Python, C++ through
+    pybind11, and one more), as CPU twins (CI) and CUDA cases (the device). The family cases are
+    also run with every static guard off (bench/adversarial.py --no-static-guards)."""
+    families: dict[tuple[str, str], set[str]] = {}
+    for c in ATTACKS:
+        if c.family:
+            families.setdefault((c.family, c.backend), set()).add(c.name)
+    names = {f for f, _ in families}
+    assert len(names) >= 7, names
+    for (family, backend), routes in families.items():
+        assert len(routes) >= 3 or family == "writing outside its folder", (family, backend, routes)
 
 
 @pytest.mark.parametrize("case", [c for c in HONEST if c.name != "fp16_compute_cuda_agent"], ids=lambda c: c.id)

@@ -8,7 +8,8 @@ import torch
 from kag.core.channel import RefusedObject, dumps, restricted_loads
 from kag.core.compare import compare_outputs
 from kag.core.plugins import Plugins
-from kag.core.timing import Clock, summarize, time_iterations
+from kag.core.judge_timing import time_in_process
+from kag.core.timing import Clock, summarize
 
 LOOSE = lambda dtype: (1e-2, 1e-2)  # noqa: E731
 
@@ -120,9 +121,10 @@ def test_restricted_unpickling_allows_tensors_and_refuses_subclasses():
 
 def test_timing_loop_refills_flushes_and_summarizes():
     clock = Clock("cpu")
-    refills = []
-    times = time_iterations(lambda: torch.randn(100).sum(), refills.append, clock, warmup=2, iters=7)
-    assert refills == list(range(7)) and len(times) == 7 and all(t > 0 for t in times)
+    refills, flushes = [], []
+    times = time_in_process(lambda: torch.randn(100).sum(), refills.append, lambda: flushes.append(1),
+                            clock.synchronize, warmup=2, iters=7)
+    assert refills == list(range(9)) and len(flushes) == 9 and len(times) == 7 and all(t >= 0 for t in times)
     stats = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
     assert stats.median_ms == 3.0 and stats.min_ms == 1.0 and stats.max_ms == 100.0 and stats.n == 5
     assert stats.iqr_ms == pytest.approx(2.0)

@@ -13,9 +13,9 @@ The allow-list (``ALLOWED_OPS``), decided and tested:
 - views and metadata: view, _unsafe_view, alias, as_strided, permute, transpose, t, unsqueeze,
   squeeze, expand, select, slice, split, unbind, unfold, diagonal, detach, view_as_real/complex,
   size/stride/numel/dim queries, is_contiguous, record_stream;
-- ``contiguous()`` and ``reshape()`` are allowed only when they do not copy: a no-op
-  ``contiguous`` never reaches the dispatcher and a view-compatible ``reshape`` becomes ``view``;
-  when they copy, the copy (``clone``/``copy_``/``_reshape_copy``) is reported.
+- ``contiguous()``, ``reshape()``, ``.to()`` and other routing composites (``ROUTING_OPS``) are
+  allowed only when they do not copy: the profiler records them around their decomposition, and
+  when they copy, the copy (``clone``/``copy_``/``_to_copy``) is recorded under them and reported.
 Everything else (arithmetic, reductions, matmul, conv, copies, dtype conversions ``_to_copy``,
 ``.item()``) is a violation.
 """
@@ -39,7 +39,14 @@ VIEW_OPS = frozenset({"view", "_unsafe_view", "alias", "as_strided", "permute", 
 METADATA_OPS = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size", "stride",
                           "numel", "dim", "is_contiguous", "is_same_size", "record_stream",
                           "is_complex", "is_floating_point", "is_nonzero", "storage_offset"})
-ALLOWED_OPS = ALLOCATION_OPS | FILL_OPS | VIEW_OPS | METADATA_OPS
+# Composite operators the profiler records around their decomposition: they compute nothing of
+# their own, and when they do copy (a reshape that is not a view, a .to() that converts) the copy
+# (aten::clone, aten::_to_copy) is recorded under them and reported.
+ROUTING_OPS = frozenset({"reshape", "contiguous", "flatten", "unflatten", "to", "type_as", "reshape_as",
+                         "moveaxis", "swapaxes", "swapdims", "tensor_split", "unsafe_chunk", "numpy_T", "mT",
+                         "expand_copy", "align_tensors", "lift_fresh_copy", "detach_", "squeeze_", "unsqueeze_",
+                         "view_as_real_copy", "broadcast_to", "atleast_1d", "atleast_2d", "atleast_3d"})
+ALLOWED_OPS = ALLOCATION_OPS | FILL_OPS | VIEW_OPS | METADATA_OPS | ROUTING_OPS
 
 def op_base_name(name: str) -> tuple[str, str]:
     """(namespace, base name) of an operator: aten::relu -> ("aten", "relu")."""

@@ -1,5 +1,5 @@
-"""C++ ``torch::`` calls from a built binding pass through the dispatcher, so the runtime
-no-torch-fallback guard sees them and attributes them to the C++ extension (real build, CPU)."""
+"""C++ ``torch::`` calls from a built binding pass through the dispatcher, so the profiler that
+observes every call records them and the no-torch-fallback guard reports them (real build, CPU)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,16 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
     import torch
     import model_new
-    from kag.core.guarding import ForwardInfo
+    from kag.core.guarding import RunInfo
+    from kag.core.observe import CallObserver
     from kag.plugins.guards.torch_fallback import NoTorchFallback
     m = model_new.ModelNew()
     x = torch.randn(64, 64)
-    with torch.no_grad():
-        out, found = NoTorchFallback().check_forward(lambda: m(x), ForwardInfo(device="cpu"))
+    obs = CallObserver("cpu")
+    obs.start()
+    with torch.no_grad(), obs.forward_range():
+        out = m(x)
+    found = NoTorchFallback().check_observations(obs.stop(), RunInfo())
     print(json.dumps({"ok": bool(torch.equal(out, torch.relu(x))), "found": [v.detail for v in found]}))
 """)
 
@@ -42,5 +46,4 @@ def test_cpp_torch_call_is_seen_at_runtime(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["ok"]
-    assert any(d.startswith("C++ extension (called at model_new.py:") and "aten::relu" in d
-               for d in report["found"]), report["found"]
+    assert any("aten::relu" in d or "aten::clamp_min" in d for d in report["found"]), report["found"]

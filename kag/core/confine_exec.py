@@ -1,0 +1,38 @@
+"""Run a trusted tool (the compiler, the linker) on untrusted input, confined: ``python -m
+kag.core.confine_exec --write DIR [--read PATH]... -- COMMAND...``.
+
+Trusted side. A solution's sources steer what the compiler reads (``#include "/abs/path"``,
+``.incbin``): under Landlock the compiler reads only the system, this Python installation (torch's
+headers), CUDA and the build's own folder, and writes only there, so no source can pull the
+evaluator's key, a cache or a host file into a module or an error message. Where the kernel has
+no Landlock the command runs unconfined (``kag doctor`` says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m kag.core.confine_exec")
+    parser.add_argument("--write", action="append", default=[], help="folders the command may write")
+    parser.add_argument("--read", action="append", default=[], help="more paths it may read")
+    parser.add_argument("--protect", action="append", default=[], help="paths no read rule may cover")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command")
+    from kag.core import confine
+
+    if confine.landlock_abi() > 0:
+        reads = confine.system_read_paths(args.protect) + args.read
+        confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
+                                                      devices=tuple(confine.device_paths(False)), scope_signals=True))
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

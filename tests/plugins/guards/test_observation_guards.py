@@ -1,0 +1,152 @@
+"""Guards that judge what the candidate's calls did: a real profiler (kag.core.observe) around a
+small module's calls on the CPU, then each guard's ``check_observations`` as the judge runs it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kag.core.guarding import (RunInfo, compare_identities, count_poison, poison_allocator, run_observation_guards,
+                               snapshot_identities)
+from kag.core.observe import CallObserver, Observations
+from kag.plugins.guards.precision import PrecisionPolicy
+from kag.plugins.guards.provenance import KernelProvenance, classify_kernels
+from kag.plugins.guards.tampering import NoTampering
+from kag.plugins.guards.torch_fallback import ALLOWED_OPS, NoTorchFallback
+
+X = torch.randn(64, 32)
+
+
+def observe(fn, calls: int = 2, outside=None) -> Observations:
+    """``fn`` called ``calls`` times inside forward ranges, ``outside`` once between them."""
+    obs = CallObserver("cpu")
+    obs.start()
+    with torch.no_grad():
+        for _ in range(calls):
+            with obs.forward_range():
+                fn()
+            if outside is not None:
+                outside()
+    return obs.stop()
+
+
+def fallback(fn) -> list[str]:
+    return [v.detail for v in NoTorchFallback().check_observations(observe(fn), RunInfo())]
+
+
+def test_observer_counts_ops_inside_forward_only():
+    obs = observe(lambda: torch.relu(X), calls=3, outside=lambda: X + 1)  # the harness's own ops don't count
+    assert obs.calls == 3 and obs.error is None
+    assert obs.ops.get("aten::relu") == 3, obs.ops
+    assert "aten::add" not in obs.ops
+
+
+def test_fallback_allows_allocation_fills_views_and_noop_contiguous():
+    def f():
+        a = torch.empty_like(X); b = torch.zeros(4, 4); torch.ones_like(X); b.fill_(2.0); a.zero_()  # noqa: E702
+        X.view(-1).reshape(X.shape).t().transpose(0, 1).unsqueeze(0).squeeze(0)
+        X[1:3].contiguous().t().t().contiguous()  # already contiguous: no copy
+        return X.expand(2, *X.shape)[0].detach().narrow(0, 0, 2).as_strided((2,), (1,))
+
+    assert fallback(f) == []
+
+
+@pytest.mark.parametrize("fn,op", [
+    (lambda: X.t().contiguous(), "aten::clone"),  # contiguous that copies
+    (lambda: X.t().reshape(-1), "aten::clone"),  # reshape that is not a view
+    (lambda: X.to(torch.float64), "aten::_to_copy"),
+    (lambda: torch.ops.aten.relu.default(X), "aten::relu"),
+    (lambda: torch.nn.functional.gelu(X), "aten::gelu"),
+    (lambda: X @ X.t(), "aten::mm"),
+    (lambda: X.sum().item(), "aten::sum"),
+])
+def test_fallback_flags_compute(fn, op):
+    found = fallback(fn)
+    assert any(op in d for d in found), found
+
+
+def test_fallback_counts_every_call_and_reports_an_observer_failure():
+    obs = Observations(calls=100, ops={"aten::relu": 40, "aten::empty_like": 100})
+    found = NoTorchFallback().check_observations(obs, RunInfo())
+    assert len(found) == 1 and "40 calls over 100" in found[0].detail
+    broken = NoTorchFallback().check_observations(Observations(error="the profiler failed: X"), RunInfo())
+    assert broken and "could not be observed" in broken[0].detail
+
+
+def test_allow_list_is_explicit():
+    for op in ("empty", "empty_like", "empty_strided", "zeros", "fill_", "view", "permute", "as_strided",
+               "transpose", "unsqueeze", "squeeze", "expand", "select", "slice", "t", "detach", "alias"):
+        assert op in ALLOWED_OPS
+    for op in ("clone", "copy_", "add", "mul", "relu", "mm", "addmm", "convolution", "_to_copy", "linear",
+               "_local_scalar_dense", "sum"):
+        assert op not in ALLOWED_OPS
+
+
+@pytest.mark.slow
+def test_fallback_flags_torch_compile():
+    compiled = torch.compile(lambda t: t * 2 + 1, backend="eager")
+    compiled(X)
+    found = fallback(lambda: compiled(X))
+    assert any("torch.compile" in d for d in found), found
+
+
+def test_provenance_judges_kernels_by_name(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("__global__ void my_relu(float* x) {}\n")
+    obs = Observations(calls=3, kernels={"my_relu(float*)": 3, "void at::native::vectorized_elementwise_kernel<4>": 3,
+                                         "Memset (Device)": 1})
+    found = KernelProvenance().check_observations(obs, RunInfo(device="cuda", solution_dir=str(tmp_path)))
+    assert [v.guard for v in found] == ["kernel-provenance"] and "vectorized_elementwise_kernel" in found[0].detail
+    assert KernelProvenance().check_observations(obs, RunInfo(device="cpu")) == []
+    assert classify_kernels({"ampere_sgemm_128x64_nn"}, set(), True, True) == []
+    assert classify_kernels({"ampere_sgemm_128x64_nn"}, set(), False, True) == ["ampere_sgemm_128x64_nn"]
+
+
+def test_tampering_reports_what_was_replaced():
+    snap = snapshot_identities()  # as the candidate does before importing model_new
+    original = time.perf_counter
+    time.perf_counter = lambda: 0.0
+    try:
+        replaced = sorted({v.detail.split(" ", 1)[0] for v in compare_identities(snap)})
+    finally:
+        time.perf_counter = original
+    assert "time.perf_counter" in replaced
+    found = NoTampering().check_observations(Observations(replaced=replaced), RunInfo())
+    assert any("time.perf_counter" in v.guard + v.detail for v in found)
+    assert compare_identities(snap) == []
+
+
+def test_tampering_flags_new_tensor_method():
+    snap = snapshot_identities()
+    torch.Tensor.kag_test_evil = lambda self: self
+    try:
+        found = compare_identities(snap)
+    finally:
+        del torch.Tensor.kag_test_evil
+    assert any("kag_test_evil" in v.detail for v in found)
+
+
+def test_poison_pattern_is_found_in_unwritten_memory():
+    t = torch.empty(1000, dtype=torch.float32)
+    t.view(torch.int32).fill_(0x7FC0DEAD)
+    assert count_poison(t) == 1000
+    assert count_poison(torch.full((10,), float("nan"))) == 0  # a computed NaN is not the poison
+    poison_allocator([t])  # runs on every size/dtype without error
+    poison_allocator([torch.empty(3, dtype=torch.float16), torch.empty(2, dtype=torch.float64)])
+
+
+def test_guard_options_are_validated():
+    with pytest.raises(ValueError, match="tolerance"):
+        PrecisionPolicy(tolerance="loose")
+    with pytest.raises(TypeError):
+        NoTampering(colour="red")
+
+
+def test_run_observation_guards_collects_every_guard_and_passes_honest_calls():
+    guards = [NoTorchFallback(), KernelProvenance(), NoTampering(), PrecisionPolicy(tolerance="strict")]
+    honest = observe(lambda: torch.empty_like(X))
+    assert run_observation_guards(guards, honest, RunInfo()) == []
+    bad = Observations(calls=1, ops={"aten::mm": 1}, replaced=["torch.cuda.synchronize"])
+    assert {v.guard for v in run_observation_guards(guards, bad, RunInfo())} == {"no-torch-fallback", "no-tampering"}
