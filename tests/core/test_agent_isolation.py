@@ -113,3 +113,14 @@ def test_a_fifo_in_kernels_is_refused_without_hanging_the_evaluator(tmp_path, mo
     replies = observations(traj)[0]
     assert replies.count("kernels/x.cu is not a regular file") == 3, replies
 
+
+
+def test_agent_commands_see_no_api_key_and_their_own_home(tmp_path, monkeypatch, request):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-agents")
+    monkeypatch.setenv("HOME", str(tmp_path / "host-home"))
+    traj = run_episode(tmp_path, monkeypatch, request, ["env; echo HOME=$HOME; touch ~/made-here && echo home-writable",
+                                               "rm model_new.py"])
+    seen = observations(traj)[0]
+    assert "sk-test-not-for-agents" not in seen and "OPENAI_API_KEY" not in seen, seen
+    assert f"HOME={tmp_path / 'host-home'}" not in seen and "home-writable" in seen, seen
+    assert "KAG_BRIDGE=" in seen and f"PATH={os.environ['PATH']}" in seen

@@ -154,11 +154,17 @@ class DockerSandboxHandle:
 
 
 class DockerSandbox:
-    """Configured once per run; ``start`` makes one container per episode."""
+    """Configured once per run; ``start`` makes one container per episode.
+
+    Environment: nothing of the host's reaches the container (``docker run``/``exec`` get no
+    host variables): commands see the image's PATH, HOME=/home/agent (the container's), KAG_BRIDGE
+    when a bridge is given, and the ``env`` option (NAME=VALUE pairs the task needs).
+    """
 
     def __init__(self, image: str = DEFAULT_IMAGE, cpus: float = 2.0, memory: str = "4g", pids: int = 512,
                  timeout_s: float = 600.0, bridge_dir: str | None = None, copy: bool = True,
-                 user: str = "agent", protected: tuple[str, ...] = PROTECTED_PATHS):
+                 user: str = "agent", protected: tuple[str, ...] = PROTECTED_PATHS,
+                 env: dict[str, str] | None = None):
         self.image = image
         self.cpus, self.memory, self.pids = cpus, memory, pids
         self.timeout_s = timeout_s
@@ -166,6 +172,7 @@ class DockerSandbox:
         self.copy = copy
         self.user = user
         self.protected = protected
+        self.env = {str(k): str(v) for k, v in (env or {}).items()}
 
     @staticmethod
     def check_available() -> str | None:
@@ -199,6 +206,8 @@ class DockerSandbox:
             rel = pattern[:-3] if pattern.endswith("/**") else pattern
             if (root / rel).exists():
                 argv += ["-v", f"{root / rel}:{WORKDIR}/{rel}:ro"]
+        for key, value in self.env.items():  # always NAME=VALUE: a bare NAME would copy the host's value
+            argv += ["-e", f"{key}={value}"]
         bridge = bridge_dir or self.bridge_dir
         if bridge:
             argv += ["-v", f"{bridge}:{BRIDGE_DIR}", "-e", f"KAG_BRIDGE={BRIDGE_DIR}/eval.sock"]
