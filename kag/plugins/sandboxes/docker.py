@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 import click
 
+from kag.core import safefs
 from kag.core.hookspecs import hookimpl
 from kag.core.sandbox import CommandResult
 from kag.core.toolkit import PROTECTED_PATHS
@@ -83,6 +85,20 @@ def build_image(tag: str = DEFAULT_IMAGE, rootfs: str | Path | None = None, suit
         return tag
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _mountable(root: Path, rel: str, owned: bool) -> bool:
+    """Whether ``rel`` exists to be mounted read-only; a link is refused: docker would mount its
+    target, a host folder, into the container. No agent runs yet, so the check cannot be raced."""
+    try:
+        st = safefs.lstat(root, rel)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise safefs.link_refusal(rel)
+    except safefs.UnsafePathError as exc:
+        if owned:
+            shutil.rmtree(root.parent, ignore_errors=True)
+        raise RuntimeError(f"docker sandbox: {exc}") from None
+    return st is not None
 
 
 class DockerSandboxHandle:
@@ -204,7 +220,7 @@ class DockerSandbox:
                 "-v", f"{root}:{WORKDIR}"]
         for pattern in self.protected:
             rel = pattern[:-3] if pattern.endswith("/**") else pattern
-            if (root / rel).exists():
+            if _mountable(root, rel, owned):
                 argv += ["-v", f"{root / rel}:{WORKDIR}/{rel}:ro"]
         for key, value in self.env.items():  # always NAME=VALUE: a bare NAME would copy the host's value
             argv += ["-e", f"{key}={value}"]

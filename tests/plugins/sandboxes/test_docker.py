@@ -105,3 +105,15 @@ def test_no_host_environment_reaches_the_container(workspace, tmp_path, monkeypa
         assert names["TASK_SETTING"] == "on" and names["KAG_BRIDGE"] == "/kag-bridge/eval.sock"
         assert set(names) <= {"PATH", "HOSTNAME", "HOME", "PYTHONDONTWRITEBYTECODE", "KAG_BRIDGE", "TASK_SETTING",
                               "PWD", "SHLVL", "_", "OLDPWD", "TERM"}, sorted(names)
+
+
+def test_a_protected_path_that_is_a_link_is_not_mounted(workspace, tmp_path):
+    """Docker mounts a link's target: a linked utils/ would put a host folder in the container."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text("host secret")
+    (workspace / "utils" / "verification.py").unlink()
+    (workspace / "utils").rmdir()
+    (workspace / "utils").symlink_to(host)
+    with pytest.raises(RuntimeError, match="utils is a symbolic link: links are not allowed"):
+        DockerSandbox().start(workspace)
