@@ -84,6 +84,8 @@ class EpisodeEvaluator:
     def __init__(self, task: Task, workspace: Path, options: EvalOptions, plugins: Plugins, pool: Any = None):
         self.task, self.workspace, self.options, self.plugins, self.pool = task, workspace, options, plugins, pool
         self.build_dir = Path(tempfile.mkdtemp(prefix="kag-compile-"))
+        self._build_lock = threading.Lock()  # close() waits for a compile still writing build_dir
+        self._closed = False
         self.records: list[tuple[Solution, EvalResult]] = []
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
@@ -99,7 +101,10 @@ class EpisodeEvaluator:
             return BridgeReply(f"{action} refused: {exc}", 2)
         if action == "compile":
             backend = self.plugins.create("backend", self.options.backend)
-            built = build_solution(solution, backend, self.build_dir, timeout_s=self.options.timeouts.build_s)
+            with self._build_lock:
+                if self._closed:
+                    return BridgeReply("compile refused: the episode has ended", 2)
+                built = build_solution(solution, backend, self.build_dir, timeout_s=self.options.timeouts.build_s)
             return BridgeReply(format_build(built, backend.name), 0 if built.ok else 1)
         if action == "profile" and is_untouched(self.task, solution):  # the paper's analysis step
             device = "cuda" if self.options.backend == "cuda" else "cpu"
@@ -112,8 +117,10 @@ class EpisodeEvaluator:
         return BridgeReply(format_eval(result), 0 if result.ok else 1)
 
     def close(self) -> None:
-        """Remove the compile folder (safe to call twice)."""
-        shutil.rmtree(self.build_dir, ignore_errors=True)
+        """Remove the compile folder, after a compile in flight (safe to call twice)."""
+        with self._build_lock:
+            self._closed = True
+            shutil.rmtree(self.build_dir, ignore_errors=True)
 
     def drain(self) -> list[EvalResult]:
         """Verdicts given since the last call (recorded on the turn that asked for them)."""

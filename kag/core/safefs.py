@@ -67,7 +67,8 @@ def _refusal(shown: str, dir_fd: int, name: str, error: OSError) -> Exception:
     except OSError:
         kind = ""
     # ENOTDIR on a name that is not a file now: it was a link when opened, swapped since
-    if kind == "link" or error.errno == errno.ELOOP or (error.errno == errno.ENOTDIR and kind not in ("file", "other")):
+    swapped = error.errno == errno.ENOTDIR and kind not in ("file", "other")
+    if kind == "link" or error.errno == errno.ELOOP or swapped:
         return link_refusal(shown, "folder" if error.errno == errno.ENOTDIR else "file")
     if isinstance(error, FileNotFoundError):
         return FileNotFoundError(f"{shown} does not exist")

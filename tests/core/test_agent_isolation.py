@@ -124,3 +124,24 @@ def test_agent_commands_see_no_api_key_and_their_own_home(tmp_path, monkeypatch,
     assert "sk-test-not-for-agents" not in seen and "OPENAI_API_KEY" not in seen, seen
     assert f"HOME={tmp_path / 'host-home'}" not in seen and "home-writable" in seen, seen
     assert "KAG_BRIDGE=" in seen and f"PATH={os.environ['PATH']}" in seen
+
+
+def test_the_evaluator_builds_outside_the_workspace_and_removes_its_folder(tmp_path, monkeypatch):
+    from kag.core.agent import EpisodeEvaluator
+    from kag.core.workspace import make_workspace
+
+    monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("kag.core.judge_process.keep_judges_warm", lambda n: None)
+    plugins = Plugins(load_entrypoints=False)
+    plugins.register_plugin(CopyBackendPlugin(), name="copy-backend")
+    path = EXAMPLES / "relu" / "cpu" / "model.py"
+    task = Task(name="relu/cpu", source="file", code=path.read_text(), path=str(path))
+    ws = make_workspace(task, tmp_path / "ws", backend="copy")
+    evaluator = EpisodeEvaluator(task, ws, EvalOptions(backend="copy"), plugins)
+    reply = evaluator("compile", [])
+    assert reply.returncode == 0 and "build ok (copy)" in reply.output, reply.output
+    assert list(evaluator.build_dir.glob("cuda_extension*")) and not (ws / ".kag" / "build").exists()
+    evaluator.close()
+    assert not evaluator.build_dir.exists()
+    late = evaluator("compile", [])  # a request still in flight when the episode ends
+    assert late.returncode == 2 and "episode has ended" in late.output and not evaluator.build_dir.exists()
