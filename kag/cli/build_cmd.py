@@ -38,16 +38,18 @@ def build(directory: Path, backend: str | None, out_dir: Path | None, jobs: int 
     from kag.core.build import build_solution
     from kag.core.report import format_build
     from kag.core.records import to_dict
-    from kag.core.workspace import WorkspaceError, read_solution
+    from kag.core.workspace import WorkspaceError, build_in_workspace, read_solution
 
     try:
         solution = read_solution(directory)
         chosen = resolve_backend(directory, backend, plugin_pairs, config_path)
+        if out_dir is None:  # into the workspace: links there are refused
+            result = build_in_workspace(solution, chosen, directory, jobs=jobs, timeout_s=timeout_s)
+        else:
+            result = build_solution(solution, chosen, out_dir, jobs=jobs, timeout_s=timeout_s)
     except WorkspaceError as exc:
         click.echo(f"kag: error: {exc}", err=True)
         raise SystemExit(2) from None
-    result = build_solution(solution, chosen, out_dir or directory / ".kag" / "build",
-                            jobs=jobs, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(to_dict(result), indent=1))
     else:

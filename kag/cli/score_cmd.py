@@ -54,9 +54,12 @@ def read_solution_dir(path: Path) -> Any:
         raise TaskError(f"--solution {path}: not a directory; pass the folder holding model_new.py and kernels/")
     if not (path / "model_new.py").is_file():
         raise TaskError(f"{path}: no model_new.py; a solution is model_new.py plus kernels/")
-    from kag.core.workspace import read_solution
+    from kag.core.workspace import WorkspaceError, read_solution
 
-    return read_solution(path)
+    try:
+        return read_solution(path)
+    except WorkspaceError as exc:  # e.g. a link in kernels/: one line, not a traceback
+        raise TaskError(f"{path}: {exc}") from None
 
 
 def pick_backend(name: str) -> str:

@@ -6,6 +6,9 @@ mounted, then alternate policy steps and tool observations until the model stops
 the bridge to the trusted evaluator and is recorded on its turn. The episode's result is the best
 correct solution seen (highest speed-up over torch.compile), scored again at the end by the
 trusted evaluator; the reward plugin's value on it is the episode reward.
+
+Trusted side: this runs outside the sandbox and reads the agent's workspace only through
+``read_solution`` (no link followed, nothing outside the workspace; kag.core.safefs).
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from kag.core.bridge import BridgeReply, EvalBridge
 from kag.core.evaluate import EvalOptions, evaluate
 from kag.core.plugins import Plugins
 from kag.core.policy import PolicyError, PolicyStep
-from kag.core.records import EvalResult, Message, Solution, Task, Trajectory, Turn
+from kag.core.records import EvalResult, Message, RewardValue, Solution, Task, Trajectory, Turn
 from kag.core.build import build_solution
 from kag.core.report import format_build, format_eval
 from kag.core.toolkit import ToolContext, build_tools, call_tool, observation_message, tool_schemas
 from kag.core.trajectory import TrajectoryWriter
-from kag.core.workspace import make_workspace, read_solution
+from kag.core.workspace import WorkspaceError, make_workspace, read_solution, skill_text
 
 SYSTEM_PROMPT = """\
 You are an expert CUDA performance engineer. You work in a workspace that holds a PyTorch reference
@@ -58,15 +61,31 @@ def task_prompt(task: Task, backend: str) -> str:
             f"using {target}. The reference model.py:\n\n```python\n{task.code}\n```\n")
 
 
+def failed_result(task: Task, options: EvalOptions, plugins: Plugins, reason: str) -> EvalResult:
+    """The verdict when there is nothing to evaluate, with the reward plugin's value for it."""
+    result = EvalResult(task=task.name, backend=options.backend, error=reason, error_kind="exception")
+    reward = plugins.create("reward", options.reward) if options.reward else plugins.create("reward")
+    result.reward = RewardValue(name=getattr(reward, "name", options.reward or "reward"), value=float(reward(result)))
+    return result
+
+
 def _approx_tokens(messages: list[Message]) -> int:
     return sum(len(m.content) + sum(len(str(c.arguments)) for c in m.tool_calls) for m in messages) // 4
 
 
 class EpisodeEvaluator:
-    """Answers the skill scripts' requests for one episode and keeps every verdict it gave."""
+    """Answers the skill scripts' requests for one episode and keeps every verdict it gave.
+
+    Trusted side: it reads the solution from the agent-writable workspace without following links
+    (``read_solution``) and builds ``compile`` requests into a temp folder of its own, never into
+    the workspace; ``close()`` removes that folder.
+    """
 
     def __init__(self, task: Task, workspace: Path, options: EvalOptions, plugins: Plugins, pool: Any = None):
         self.task, self.workspace, self.options, self.plugins, self.pool = task, workspace, options, plugins, pool
+        self.build_dir = Path(tempfile.mkdtemp(prefix="kag-compile-"))
+        self._build_lock = threading.Lock()  # close() waits for a compile still writing build_dir
+        self._closed = False
         self.records: list[tuple[Solution, EvalResult]] = []
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
@@ -76,11 +95,16 @@ class EpisodeEvaluator:
             keep_judges_warm(1)
 
     def __call__(self, action: str, args: list[str]) -> BridgeReply:
-        solution = read_solution(self.workspace)
+        try:
+            solution = read_solution(self.workspace)
+        except WorkspaceError as exc:
+            return BridgeReply(f"{action} refused: {exc}", 2)
         if action == "compile":
             backend = self.plugins.create("backend", self.options.backend)
-            built = build_solution(solution, backend, self.workspace / ".kag" / "build",
-                                   timeout_s=self.options.timeouts.build_s)
+            with self._build_lock:
+                if self._closed:
+                    return BridgeReply("compile refused: the episode has ended", 2)
+                built = build_solution(solution, backend, self.build_dir, timeout_s=self.options.timeouts.build_s)
             return BridgeReply(format_build(built, backend.name), 0 if built.ok else 1)
         if action == "profile" and is_untouched(self.task, solution):  # the paper's analysis step
             device = "cuda" if self.options.backend == "cuda" else "cpu"
@@ -91,6 +115,12 @@ class EpisodeEvaluator:
             self.records.append((solution, result))
             self._pending.append(result)
         return BridgeReply(format_eval(result), 0 if result.ok else 1)
+
+    def close(self) -> None:
+        """Remove the compile folder, after a compile in flight (safe to call twice)."""
+        with self._build_lock:
+            self._closed = True
+            shutil.rmtree(self.build_dir, ignore_errors=True)
 
     def drain(self) -> list[EvalResult]:
         """Verdicts given since the last call (recorded on the turn that asked for them)."""
@@ -136,11 +166,18 @@ class Agent:
                 ctx = ToolContext.from_sandbox(handle)
                 try:
                     traj.stop_reason = self._loop(task, traj, ctx, evaluator)
-                    final_solution = evaluator.best() or read_solution(handle.path())
+                    final_solution, unscorable = evaluator.best(), ""
+                    if final_solution is None:
+                        try:
+                            final_solution = read_solution(handle.path())
+                        except WorkspaceError as exc:  # e.g. the agent left a link in kernels/
+                            unscorable = f"no solution to score: {exc}"
                 finally:
+                    evaluator.close()
                     ctx.close()
                     handle.close()
-            traj.result = evaluate(task, final_solution, options, self.plugins, pool=self.pool)
+            traj.result = (evaluate(task, final_solution, options, self.plugins, pool=self.pool)
+                           if final_solution is not None else failed_result(task, options, self.plugins, unscorable))
             traj.reward = traj.result.reward.value if traj.result.reward else None
             return traj, final_solution
         finally:
@@ -150,7 +187,7 @@ class Agent:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def _loop(self, task: Task, traj: Trajectory, ctx: ToolContext, evaluator: EpisodeEvaluator) -> str:
-        skill = (ctx.root / "SKILL.md").read_text(encoding="utf-8")
+        skill = skill_text()
         traj.messages = [Message("system", f"{self.config.system_prompt}\n\n{skill}"),
                          Message("user", task_prompt(task, self.config.eval_options.backend))]
         try:

@@ -2,18 +2,22 @@
 
 Tools (plugins of kind ``tool``) and the agent loop both use these. A tool never lets an exception
 escape: every failure becomes a ``ToolOutput`` with ``is_error=True`` that the model can act on.
+Trusted side: tools run outside the sandbox on the agent-writable workspace, so their file access
+goes through ``ToolContext`` (kag.core.safefs: no link followed, nothing outside the workspace).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
+from kag.core import safefs
 from kag.core.records import Message, ToolCall
 
 if TYPE_CHECKING:
@@ -63,6 +67,15 @@ def truncate(text: str, budget: int, *, tool: str = "", hint: str = "", keep: st
     return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}"
 
 
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """safefs refusals (a link, a FIFO, a missing file) as observations the model can act on."""
+    try:
+        yield
+    except (safefs.UnsafePathError, FileNotFoundError) as exc:
+        raise ToolError(str(exc)) from None
+
+
 # ---------------------------------------------------------------------------------------------
 # the per-episode context
 @attrs.define(eq=False)
@@ -98,7 +111,9 @@ class ToolContext:
         """The host path for a path the model gave, refusing anything outside the workspace.
 
         Relative paths are relative to the workspace root; absolute paths may use either the
-        host root or the sandbox's view of it.
+        host root or the sandbox's view of it. The path is normalised as text, never through
+        the file system: links are refused when the file is opened (``read_bytes``,
+        ``write_text``, ``lstat``), so checking here and opening later cannot be raced.
         """
         if not isinstance(path, str) or not path.strip():
             raise ToolError("path must be a non-empty string")
@@ -106,8 +121,7 @@ class ToolContext:
         workdir = self.workdir.rstrip("/")
         if workdir and (raw == workdir or raw.startswith(workdir + "/")) and workdir != str(self.root):
             raw = raw[len(workdir):].lstrip("/") or "."
-        candidate = Path(raw) if os.path.isabs(raw) else self.root / raw
-        resolved = candidate.resolve()
+        resolved = Path(os.path.normpath(raw if os.path.isabs(raw) else self.root / raw))
         if resolved != self.root and self.root not in resolved.parents:
             raise ToolError(f"{path}: outside the workspace {self.workdir}; only files in the workspace can be used")
         if for_write:
@@ -121,6 +135,21 @@ class ToolContext:
     def relative(self, resolved: Path) -> str:
         rel = resolved.relative_to(self.root).as_posix()
         return rel or "."
+
+    # File access for tools: through kag.core.safefs, no link followed (a refusal is a ToolError).
+    def lstat(self, resolved: Path) -> os.stat_result | None:
+        """The status of the name itself (None if absent); a link among its folders is refused."""
+        with _tool_errors():
+            return safefs.lstat(self.root, self.relative(resolved))
+
+    def read_bytes(self, resolved: Path, max_bytes: int | None = safefs.MAX_FILE_BYTES) -> bytes:
+        with _tool_errors():
+            return safefs.read_bytes(self.root, self.relative(resolved), max_bytes)
+
+    def write_text(self, resolved: Path, text: str, make_parents: bool = True) -> None:
+        """Replace or create the file (and, with ``make_parents``, its folders) in place."""
+        with _tool_errors():
+            safefs.write_bytes(self.root, self.relative(resolved), text.encode("utf-8"), make_parents=make_parents)
 
     def protected_match(self, rel: str) -> str | None:
         """The protected pattern that ``rel`` (workspace-relative, posix) matches, if any."""
@@ -136,9 +165,11 @@ class ToolContext:
 
     def mark_read(self, resolved: Path) -> None:
         try:
-            self.files_read[str(resolved)] = resolved.stat().st_mtime_ns
-        except OSError:
-            pass
+            st = self.lstat(resolved)
+        except ToolError:
+            return
+        if st is not None:
+            self.files_read[str(resolved)] = st.st_mtime_ns
 
     def on_close(self, closer: Callable[[], None]) -> None:
         self._closers.append(closer)

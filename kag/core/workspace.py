@@ -4,6 +4,9 @@ A workspace is the paper's agent workdir (SKILL.md, model.py, model_new.py, kern
 binding_registry.h, utils/). Only ``model_new.py`` and ``kernels/`` are the solution; the fixed
 files are written read-only and always come from the package when building, so editing them
 changes nothing (they are listed in ``Solution.ignored_files``).
+
+Trusted side: ``make_workspace`` runs before the agent exists; ``read_solution`` and ``read_meta``
+read a folder the agent writes, through ``kag.core.safefs`` (no link followed, nothing outside).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from kag.core import safefs
 from kag.core.records import Solution, Task
 
 FIXED_FILES = ("SKILL.md", "binding.cpp", "binding_registry.h")
 UTILS = ("compile.sh", "verification.py", "profiling.py", "kag_bridge.py")
 META_DIR = ".kag"
 META_FILE = "workspace.json"
+BUILD_DIR = f"{META_DIR}/build"
 SKIP_DIRS = {META_DIR, "__pycache__", ".git"}
 MAX_FILES = 5000
 
@@ -112,51 +117,89 @@ def make_workspace(task: Task, dest: Path, backend: str = "cuda") -> Path:
 
 
 def read_meta(path: Path) -> dict[str, Any]:
-    """``.kag/workspace.json`` (task name, backend), or {} for a bare solution folder."""
-    meta_path = Path(path) / META_DIR / META_FILE
-    if not meta_path.exists():
-        return {}
+    """``.kag/workspace.json`` (task name, backend), or {} for a bare solution folder; no link followed."""
+    rel = f"{META_DIR}/{META_FILE}"
     try:
-        data = json.loads(meta_path.read_text(encoding="utf-8"))
+        data = json.loads(safefs.read_text(path, rel))
+    except FileNotFoundError:
+        return {}
+    except safefs.UnsafePathError as exc:
+        raise WorkspaceError(str(exc)) from None
     except ValueError as exc:
-        raise WorkspaceError(f"{meta_path}: not valid JSON ({exc}); delete it or recreate the workspace")
+        raise WorkspaceError(f"{rel}: not valid JSON ({exc}); delete it or recreate the workspace") from None
     if not isinstance(data, dict):
-        raise WorkspaceError(f"{meta_path}: expected a JSON object with task and backend")
+        raise WorkspaceError(f"{rel}: expected a JSON object with task and backend")
     return data
 
 
-def _walk(root: Path) -> list[Path]:
-    files: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        for name in sorted(filenames):
-            files.append(Path(dirpath) / name)
-            if len(files) > MAX_FILES:
-                raise WorkspaceError(f"{root} holds more than {MAX_FILES} files; a workspace is "
-                                     f"model_new.py plus kernels/, remove the rest")
-    return files
+def skill_text() -> str:
+    """SKILL.md from the package: the workspace's copy is the agent's to tamper with."""
+    return (_skill_dir() / "SKILL.md").read_text(encoding="utf-8")
 
 
 def read_solution(path: Path) -> Solution:
-    """``model_new.py`` + ``kernels/**`` (keys relative to kernels/); other files are ignored."""
+    """``model_new.py`` + ``kernels/**`` (keys relative to kernels/); other files are ignored.
+
+    Trusted side: nothing is followed out of the folder. A link (or FIFO, device, hard-linked
+    file) named model_new.py or under kernels/ is refused with a WorkspaceError saying so; links
+    elsewhere are only listed in ``ignored_files``, never opened.
+    """
     root = Path(path)
-    model_new = root / "model_new.py"
-    if not model_new.is_file():
-        raise WorkspaceError(f"{model_new} not found; a solution folder holds model_new.py and kernels/")
-    kernels: dict[str, str] = {}
-    ignored: list[str] = []
-    for file in _walk(root):
-        rel = file.relative_to(root).as_posix()
-        if rel == "model_new.py":
-            continue
-        if rel.startswith("kernels/") and file.is_file():
-            try:
-                kernels[rel[len("kernels/"):]] = file.read_text(encoding="utf-8")
+    try:
+        model_new = safefs.read_text(root, "model_new.py")
+        kernels: dict[str, str] = {}
+        ignored: list[str] = []
+        for entry in safefs.walk(root, skip=SKIP_DIRS, max_entries=MAX_FILES):
+            if entry.kind == "dir" or entry.rel == "model_new.py":
                 continue
-            except UnicodeDecodeError:
-                pass  # a binary file under kernels/ is not source: report it as ignored
-        ignored.append(rel)
-    return Solution(model_new=model_new.read_text(encoding="utf-8"), kernels=kernels, ignored_files=ignored)
+            if entry.kind == "link" and (entry.rel == "kernels" or entry.rel.startswith("kernels/")):
+                raise safefs.link_refusal(entry.rel, "folder" if entry.rel == "kernels" else "file or folder")
+            if entry.rel.startswith("kernels/"):
+                try:
+                    kernels[entry.rel[len("kernels/"):]] = safefs.read_text(root, entry.rel)
+                    continue
+                except UnicodeDecodeError:
+                    pass  # a binary file under kernels/ is not source: report it as ignored
+                except FileNotFoundError:
+                    continue  # removed since it was listed
+            ignored.append(entry.rel)
+    except FileNotFoundError:
+        raise WorkspaceError(f"{root / 'model_new.py'} not found; a solution folder holds model_new.py "
+                             f"and kernels/") from None
+    except safefs.UnsafePathError as exc:
+        raise WorkspaceError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise WorkspaceError("model_new.py is not UTF-8 text") from None
+    return Solution(model_new=model_new, kernels=kernels, ignored_files=ignored)
+
+
+def build_in_workspace(solution: Solution, backend: Any, path: Path, **build_options: Any) -> Any:
+    """Build ``solution`` into ``path/.kag/build`` (``kag build DIR``); returns the BuildResult.
+
+    The build runs in a private temp folder; only the finished module is written into the
+    workspace, through safefs, so a ``.kag`` or ``.kag/build`` that is a link is refused
+    (WorkspaceError) and nothing outside the workspace is deleted or written.
+    """
+    import sysconfig
+    import tempfile
+
+    from kag.core.build import MODULE_NAME, build_solution
+
+    root = Path(path)
+    try:
+        with safefs.open_dir(root, BUILD_DIR, create=True) as build_fd:
+            for name in os.listdir(build_fd):  # a failed build must not leave an old module
+                if name.startswith(MODULE_NAME):
+                    os.unlink(name, dir_fd=build_fd)
+        with tempfile.TemporaryDirectory(prefix="kag-build-") as tmp:
+            result = build_solution(solution, backend, Path(tmp), **build_options)
+            if result.ok:
+                name = f"{MODULE_NAME}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+                safefs.write_bytes(root, f"{BUILD_DIR}/{name}", (Path(tmp) / name).read_bytes())
+                result.module_dir = str(root / BUILD_DIR)
+    except safefs.UnsafePathError as exc:
+        raise WorkspaceError(str(exc)) from None
+    return result
 
 
 def write_solution(solution: Solution, dest: Path) -> None:

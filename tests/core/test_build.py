@@ -204,6 +204,23 @@ def test_kag_build_cli_bad_input_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unknown backend 'tpu'" in proc.stderr and "cpu" in proc.stderr
 
 
+def test_kag_build_cli_refuses_a_linked_build_folder(tmp_path: Path) -> None:
+    """``kag build DIR`` writes DIR/.kag/build: if that is a link out, nothing there is touched."""
+    host = tmp_path / "host"
+    (host / "src").mkdir(parents=True)
+    (host / "src" / "keep.txt").write_text("keep")
+    (host / "cuda_extension.so").write_text("host file")
+    ws = tmp_path / "ws"
+    (ws / ".kag").mkdir(parents=True)
+    (ws / "model_new.py").write_text(MODEL_NEW)
+    (ws / ".kag" / "build").symlink_to(host)
+    proc = run_kag("build", str(ws), "--backend", "cpu")
+    assert proc.returncode == 2 and ".kag/build is a symbolic link: links are not allowed" in proc.stderr, \
+        proc.stdout + proc.stderr
+    assert sorted(p.name for p in host.iterdir()) == ["cuda_extension.so", "src"]
+    assert (host / "src" / "keep.txt").read_text() == "keep"
+
+
 @pytest.mark.slow
 def test_concurrent_builds_of_one_solution_share_the_cache_safely(cold: BuildResult, cache: Path,
                                                                  tmp_path: Path) -> None:

@@ -110,6 +110,12 @@ def test_bad_input_exits_two_with_a_message(workspace, tmp_path):
     assert res.exit_code == 2 and "no model_new.py" in res.output
     res = run("score", "--solution", str(workspace))
     assert res.exit_code == 2 and "--workspace" in res.output
+    (tmp_path / "model_new.py").write_text(MODEL_NEW)
+    (tmp_path / "kernels").symlink_to(workspace)
+    res = run("score", "--task", str(workspace / "model.py"), "--solution", str(tmp_path), "--backend", "cpu")
+    assert res.exit_code == 2 and "kernels is a symbolic link: links are not allowed" in res.output
+    (tmp_path / "kernels").unlink()
+    (tmp_path / "model_new.py").unlink()
     (tmp_path / "bad.py").write_text("x = 1\n")
     res = run("verify", "--task", str(tmp_path / "bad.py"), "--solution", str(workspace), "--backend", "cpu")
     assert res.exit_code == 2 and "missing Model" in res.output

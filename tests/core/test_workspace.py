@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
 from kag.core.records import Solution, Task
-from kag.core.workspace import (WorkspaceError, make_workspace, read_meta, read_solution,
+from kag.core.workspace import (WorkspaceError, build_in_workspace, make_workspace, read_meta, read_solution,
                                 starter_model_new, write_solution)
 from tests.conftest import run_kag
 
@@ -80,6 +81,82 @@ def test_read_solution_keeps_only_model_new_and_kernels(tmp_path: Path, kernelbe
 def test_read_solution_without_model_new(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError, match="model_new.py not found"):
         read_solution(tmp_path)
+
+
+def _solution_folder(root: Path) -> Path:
+    (root / "kernels").mkdir(parents=True)
+    (root / "model_new.py").write_text("import cuda_extension\n")
+    (root / "kernels" / "a.cu").write_text("// a\n")
+    return root
+
+
+def test_read_solution_refuses_a_kernel_linked_to_a_host_file(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret 77")
+    ws = _solution_folder(tmp_path / "ws")
+    (ws / "kernels" / "x.cu").symlink_to(secret)
+    with pytest.raises(WorkspaceError, match="^kernels/x.cu is a symbolic link: links are not allowed") as err:
+        read_solution(ws)
+    assert "host secret" not in str(err.value)
+
+
+def test_read_solution_refuses_a_linked_kernels_folder_or_model_new(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "x.cu").write_text("host secret 77")
+    ws = _solution_folder(tmp_path / "ws")
+    (ws / "kernels").rename(tmp_path / "old-kernels")
+    (ws / "kernels").symlink_to(host)
+    with pytest.raises(WorkspaceError, match="^kernels is a symbolic link"):
+        read_solution(ws)
+    (ws / "kernels").unlink()
+    (ws / "model_new.py").unlink()
+    (ws / "model_new.py").symlink_to(host / "x.cu")
+    with pytest.raises(WorkspaceError, match="^model_new.py is a symbolic link"):
+        read_solution(ws)
+
+
+def test_links_outside_kernels_are_listed_as_ignored_never_read(tmp_path: Path) -> None:
+    ws = _solution_folder(tmp_path / "ws")
+    (ws / "notes").symlink_to("/etc")
+    sol = read_solution(ws)
+    assert sol.kernels == {"a.cu": "// a\n"} and sol.ignored_files == ["notes"]
+
+
+def test_read_meta_refuses_a_linked_meta_file_or_folder(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "workspace.json").write_text('{"backend": "host"}')
+    ws = _solution_folder(tmp_path / "ws")
+    assert read_meta(ws) == {}
+    (ws / ".kag").symlink_to(host)
+    with pytest.raises(WorkspaceError, match="^.kag is a symbolic link"):
+        read_meta(ws)
+    (ws / ".kag").unlink()
+    (ws / ".kag").mkdir()
+    (ws / ".kag" / "workspace.json").symlink_to(host / "workspace.json")
+    with pytest.raises(WorkspaceError, match="^.kag/workspace.json is a symbolic link"):
+        read_meta(ws)
+
+
+def test_build_in_workspace_writes_only_the_module_and_refuses_a_linked_build_folder(tmp_path: Path) -> None:
+    from tests.core.fakes import CopyBackend
+
+    host = tmp_path / "host"
+    (host / "src").mkdir(parents=True)
+    (host / "src" / "keep.txt").write_text("keep")
+    (host / "cuda_extension.so").write_text("host module")
+    ws = _solution_folder(tmp_path / "ws")
+    built = build_in_workspace(read_solution(ws), CopyBackend(), ws, cache_dir=tmp_path / "cache")
+    assert built.ok and built.module_dir == str(ws / ".kag" / "build"), built.log
+    assert [p.name for p in (ws / ".kag" / "build").iterdir()][0].startswith("cuda_extension")
+    assert len(list((ws / ".kag" / "build").iterdir())) == 1  # the build tree stayed in a temp folder
+    shutil.rmtree(ws / ".kag" / "build")
+    (ws / ".kag" / "build").symlink_to(host)
+    with pytest.raises(WorkspaceError, match="^.kag/build is a symbolic link"):
+        build_in_workspace(read_solution(ws), CopyBackend(), ws, cache_dir=tmp_path / "cache")
+    assert (host / "src" / "keep.txt").read_text() == "keep"
+    assert sorted(p.name for p in host.iterdir()) == ["cuda_extension.so", "src"]
 
 
 def test_write_solution_round_trip_replaces_kernels(tmp_path: Path) -> None:

@@ -249,13 +249,13 @@ class _Episode:
     turns: int = 0
 
     def close(self) -> None:
-        for part in (self.ctx, self.handle, self.bridge):
+        for part in (self.ctx, self.handle, self.bridge, self.evaluator):
             if part is not None:
                 try:
                     part.close()
                 except Exception:
                     pass
-        self.ctx = self.handle = self.bridge = None
+        self.ctx = self.handle = self.bridge = self.evaluator = None
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -301,7 +301,7 @@ class KernelAgenticEnv(KernelEnvBase):
         from kag.core.agent import EpisodeEvaluator, task_prompt
         from kag.core.bridge import EvalBridge
         from kag.core.toolkit import ToolContext
-        from kag.core.workspace import make_workspace
+        from kag.core.workspace import make_workspace, skill_text
 
         self.close()
         self.task, self.done, self.last_result = self._task(task), False, None
@@ -313,7 +313,7 @@ class KernelAgenticEnv(KernelEnvBase):
             ep.handle = self.sandbox.start(template, bridge_dir=ep.bridge.directory)
             ep.evaluator = EpisodeEvaluator(self.task, ep.handle.path(), self.options, self.plugins)
             ep.ctx = ToolContext.from_sandbox(ep.handle)
-            skill = (ep.ctx.root / "SKILL.md").read_text(encoding="utf-8")
+            skill = skill_text()
         except Exception:
             self.close()
             raise

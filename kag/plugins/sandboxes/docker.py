@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 import click
 
+from kag.core import safefs
 from kag.core.hookspecs import hookimpl
 from kag.core.sandbox import CommandResult
 from kag.core.toolkit import PROTECTED_PATHS
@@ -83,6 +85,20 @@ def build_image(tag: str = DEFAULT_IMAGE, rootfs: str | Path | None = None, suit
         return tag
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _mountable(root: Path, rel: str, owned: bool) -> bool:
+    """Whether ``rel`` exists to be mounted read-only; a link is refused: docker would mount its
+    target, a host folder, into the container. No agent runs yet, so the check cannot be raced."""
+    try:
+        st = safefs.lstat(root, rel)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise safefs.link_refusal(rel)
+    except safefs.UnsafePathError as exc:
+        if owned:
+            shutil.rmtree(root.parent, ignore_errors=True)
+        raise RuntimeError(f"docker sandbox: {exc}") from None
+    return st is not None
 
 
 class DockerSandboxHandle:
@@ -154,11 +170,17 @@ class DockerSandboxHandle:
 
 
 class DockerSandbox:
-    """Configured once per run; ``start`` makes one container per episode."""
+    """Configured once per run; ``start`` makes one container per episode.
+
+    Environment: nothing of the host's reaches the container (``docker run``/``exec`` get no
+    host variables): commands see the image's PATH, HOME=/home/agent (the container's), KAG_BRIDGE
+    when a bridge is given, and the ``env`` option (NAME=VALUE pairs the task needs).
+    """
 
     def __init__(self, image: str = DEFAULT_IMAGE, cpus: float = 2.0, memory: str = "4g", pids: int = 512,
                  timeout_s: float = 600.0, bridge_dir: str | None = None, copy: bool = True,
-                 user: str = "agent", protected: tuple[str, ...] = PROTECTED_PATHS):
+                 user: str = "agent", protected: tuple[str, ...] = PROTECTED_PATHS,
+                 env: dict[str, str] | None = None):
         self.image = image
         self.cpus, self.memory, self.pids = cpus, memory, pids
         self.timeout_s = timeout_s
@@ -166,6 +188,7 @@ class DockerSandbox:
         self.copy = copy
         self.user = user
         self.protected = protected
+        self.env = {str(k): str(v) for k, v in (env or {}).items()}
 
     @staticmethod
     def check_available() -> str | None:
@@ -197,8 +220,10 @@ class DockerSandbox:
                 "-v", f"{root}:{WORKDIR}"]
         for pattern in self.protected:
             rel = pattern[:-3] if pattern.endswith("/**") else pattern
-            if (root / rel).exists():
+            if _mountable(root, rel, owned):
                 argv += ["-v", f"{root / rel}:{WORKDIR}/{rel}:ro"]
+        for key, value in self.env.items():  # always NAME=VALUE: a bare NAME would copy the host's value
+            argv += ["-e", f"{key}={value}"]
         bridge = bridge_dir or self.bridge_dir
         if bridge:
             argv += ["-v", f"{bridge}:{BRIDGE_DIR}", "-e", f"KAG_BRIDGE={BRIDGE_DIR}/eval.sock"]

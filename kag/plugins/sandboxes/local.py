@@ -4,6 +4,9 @@ Limits: a wall-clock timeout per command (the process group is killed), an optio
 limit (RLIMIT_AS; off by default because a CUDA context reserves far more virtual memory than it
 uses), and no network where an unprivileged network namespace (``unshare -rn``) works. Where it
 does not, the sandbox still runs and says so in ``network_isolated`` / ``isolation_notes``.
+Commands get a minimal environment (``agent_environment``): no API key of the host reaches them.
+Trusted host code that starts untrusted commands: what they run is the agent's, and they reach
+the trusted evaluator only through the bridge socket (KAG_BRIDGE).
 """
 
 from __future__ import annotations
@@ -17,12 +20,29 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from kag.core.hookspecs import hookimpl
 from kag.core.sandbox import CommandResult
 
 SHELL = ["bash", "--noprofile", "--norc"]
+
+# The host environment variables agent commands see; nothing else of the host's environment (API
+# keys, tokens, the user's HOME) reaches them. PYTHONPATH lets the skill scripts find kag when they
+# run without a bridge (a person's own workspace); with the bridge they need only python3 on PATH.
+ENV_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "TORCH_CUDA_ARCH_LIST", "PYTHONPATH"})
+ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_")
+
+
+def agent_environment(home: str | Path, extra: Mapping[str, str] | None = None,
+                      host: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of agent commands: the allow-listed host variables, HOME, then ``extra``."""
+    host = os.environ if host is None else host
+    env = {k: v for k, v in host.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    env.setdefault("PATH", os.defpath)
+    env["HOME"] = str(home)
+    env.update(extra or {})
+    return env
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,8 +97,9 @@ class LocalSandboxHandle:
     """One episode's workspace on this machine and the way commands run in it."""
 
     def __init__(self, root: Path, *, owned: bool, timeout_s: float, memory_limit_mb: int | None,
-                 isolate_network: bool, env: dict[str, str] | None) -> None:
+                 isolate_network: bool, env: dict[str, str] | None, tmp_dir: str | None = None) -> None:
         self.root = root.resolve()
+        self.home = Path(tempfile.mkdtemp(prefix="kag-home-", dir=tmp_dir))  # the episode's HOME
         self.workdir = str(self.root)
         self.owned = owned
         self.timeout_s = timeout_s
@@ -87,7 +108,7 @@ class LocalSandboxHandle:
         self.network_isolated = problem is None
         self.isolation_notes = [] if problem is None else [f"commands have network access: {problem}"]
         self.prefix = ["unshare", "-rn"] if self.network_isolated else []
-        self.env = {**os.environ, **(env or {})}
+        self.env = agent_environment(self.home, env)
         self._procs: list[subprocess.Popen] = []
         self.closed = False
 
@@ -139,6 +160,7 @@ class LocalSandboxHandle:
         self.closed = True
         for proc in self._procs:
             kill_group(proc, grace_s=0.5)
+        shutil.rmtree(self.home, ignore_errors=True)
         if self.owned:
             shutil.rmtree(self.root.parent if self.root.name == "workspace" else self.root, ignore_errors=True)
 
@@ -155,6 +177,12 @@ class LocalSandbox:
     Options: ``timeout_s`` (default per-command limit), ``memory_limit_mb`` (RLIMIT_AS per command,
     None = off), ``network`` (False = isolate where possible), ``copy``, ``keep`` (keep the temp dir
     after close), ``tmp_dir`` (where temp workspaces go), ``env`` (extra environment variables).
+
+    Environment: commands do not inherit the host's. They get only PATH, LANG, LANGUAGE, LC_*,
+    TERM, TZ, CUDA_* (CUDA_HOME, CUDA_PATH, CUDA_VISIBLE_DEVICES, ...), NVIDIA_*,
+    TORCH_CUDA_ARCH_LIST and PYTHONPATH from the host (``ENV_NAMES``, ``ENV_PREFIXES``), HOME set
+    to an empty folder of the episode (removed on close), KAG_BRIDGE when a bridge is given, and
+    the ``env`` option; API keys and everything else stay out.
     """
 
     def __init__(self, timeout_s: float = 600.0, memory_limit_mb: int | None = None, network: bool = False,
@@ -200,7 +228,7 @@ class LocalSandbox:
         return LocalSandboxHandle(root, owned=owned and not self.keep, timeout_s=self.timeout_s,
                                   memory_limit_mb=self.memory_limit_mb, isolate_network=not self.network,
                                   env={**self.env, **({"KAG_BRIDGE": str(Path(bridge_dir) / "eval.sock")}
-                                                      if bridge_dir else {})})
+                                                      if bridge_dir else {})}, tmp_dir=self.tmp_dir)
 
 
 @hookimpl

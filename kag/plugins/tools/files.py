@@ -3,26 +3,30 @@
 ``write`` refuses to replace a file the agent has not read in this episode (or that changed since
 it read it), so a model cannot clobber code it has not seen. ``edit`` replaces one exact, unique
 string; ``multiedit`` applies several edits to one file, all or nothing. Protected files of the
-workspace contract (SKILL.md, model.py, the binding and utils/) are never written.
+workspace contract (SKILL.md, model.py, the binding and utils/) are never written. Trusted side:
+every file is opened through the ToolContext (kag.core.safefs), so a link is refused, never followed.
 """
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
+from kag.core.safefs import NO_LINKS
 from kag.core.toolkit import Tool, ToolContext, ToolError, ToolOutput
 
 MAX_LINE_CHARS = 2000
 
 
-def _read_text(path: Path, shown: str) -> str:
-    if not path.exists():
+def _read_text(ctx: ToolContext, path: Path, shown: str) -> str:
+    st = ctx.lstat(path)
+    if st is None:
         raise ToolError(f"{shown} does not exist")
-    if path.is_dir():
+    if stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{shown} is a directory; list it with glob (e.g. pattern '{shown}/*') or bash ls")
-    data = path.read_bytes()
+    data = ctx.read_bytes(path)  # refuses a link, a FIFO or a device with a reason
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown} is a binary file ({len(data)} bytes); it cannot be shown as text")
     return data.decode("utf-8", errors="replace")
@@ -54,7 +58,7 @@ class ReadTool(Tool):
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         path = ctx.resolve(args["path"])
         shown = ctx.relative(path)
-        text = _read_text(path, shown)
+        text = _read_text(ctx, path, shown)
         ctx.mark_read(path)
         lines = text.splitlines()
         if not lines:
@@ -92,19 +96,21 @@ class WriteTool(Tool):
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         path = ctx.resolve(args["path"], for_write=True)
         shown = ctx.relative(path)
-        if path.is_dir():
-            raise ToolError(f"{shown} is a directory")
-        existed = path.exists()
-        if existed:
+        st = ctx.lstat(path)
+        existed = st is not None
+        if st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"{shown} is a directory")
+            if stat.S_ISLNK(st.st_mode):
+                raise ToolError(f"{shown} is a symbolic link: {NO_LINKS}; remove it first (bash rm {shown})")
             seen = ctx.files_read.get(str(path))
             if seen is None:
                 raise ToolError(f"{shown} exists and has not been read in this episode; read it first "
                                 f"(or use edit for a targeted change)")
-            if path.stat().st_mtime_ns != seen:
+            if st.st_mtime_ns != seen:
                 raise ToolError(f"{shown} changed since you last read it; read it again before replacing it")
-        path.parent.mkdir(parents=True, exist_ok=True)
         content = args["content"]
-        path.write_text(content, encoding="utf-8")
+        ctx.write_text(path, content)  # no link followed, also if one appeared since the checks above
         ctx.mark_read(path)
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         return ToolOutput(f"{'replaced' if existed else 'created'} {shown} ({lines} lines, {len(content)} characters)")
@@ -137,7 +143,7 @@ _EDIT_FIELDS = {
 def _load_for_edit(ctx: ToolContext, raw_path: str) -> tuple[Path, str, str]:
     path = ctx.resolve(raw_path, for_write=True)
     shown = ctx.relative(path)
-    return path, shown, _read_text(path, shown)
+    return path, shown, _read_text(ctx, path, shown)
 
 
 class EditTool(Tool):
@@ -153,7 +159,7 @@ class EditTool(Tool):
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         path, shown, text = _load_for_edit(ctx, args["path"])
         new_text, n = _apply_edit(text, args["old_string"], args["new_string"], bool(args.get("replace_all")), "")
-        path.write_text(new_text, encoding="utf-8")
+        ctx.write_text(path, new_text, make_parents=False)
         ctx.mark_read(path)
         return ToolOutput(f"edited {shown}: {n} replacement{'s' if n != 1 else ''}")
 
@@ -184,7 +190,7 @@ class MultiEditTool(Tool):
             text, n = _apply_edit(text, edit["old_string"], edit["new_string"], bool(edit.get("replace_all")),
                                   f"edit {i} of {len(args['edits'])} failed, no edit was applied: ")
             total += n
-        path.write_text(text, encoding="utf-8")
+        ctx.write_text(path, text, make_parents=False)
         ctx.mark_read(path)
         return ToolOutput(f"edited {shown}: {len(args['edits'])} edits, {total} replacements")
 

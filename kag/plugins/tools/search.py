@@ -1,16 +1,20 @@
 """``glob`` and ``grep``: find files and text in the workspace (ripgrep-like, in pure Python).
 
 Both skip hidden directories and build caches (``.git``, ``__pycache__``, ``build``) unless the
-pattern names them, and never leave the workspace.
+pattern names them, and never leave the workspace. Trusted side: they walk and read through
+kag.core.safefs, so links are skipped (and said so), never followed.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Iterator
 
+from kag.core import safefs
 from kag.core.hookspecs import hookimpl
 from kag.core.toolkit import Tool, ToolContext, ToolError, ToolOutput
 
@@ -18,21 +22,23 @@ SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", "node_modules", "build", ".
 MAX_FILE_BYTES = 5 << 20
 
 
-def _walk(base: Path) -> Iterator[Path]:
-    """Files under ``base`` in name order, skipping caches and symlinks that leave the tree."""
-    stack = [base]
-    while stack:
-        here = stack.pop()
-        try:
-            entries = sorted(here.iterdir(), key=lambda p: p.name, reverse=True)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir() and not entry.is_symlink():
-                if entry.name not in SKIP_DIRS:
-                    stack.append(entry)
-            elif entry.is_file():
-                yield entry
+def _walk(ctx: ToolContext, base: Path, links: list[Path]) -> Iterator[Path]:
+    """Regular files under ``base`` in name order, skipping caches; links go to ``links``, unfollowed."""
+    try:
+        for entry in safefs.walk(ctx.root, ctx.relative(base), skip=SKIP_DIRS):
+            if entry.kind == "file":
+                yield ctx.root / entry.rel
+            elif entry.kind == "link":
+                links.append(ctx.root / entry.rel)
+    except (safefs.UnsafePathError, FileNotFoundError) as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _links_note(links: list[Path]) -> str:
+    if not links:
+        return ""
+    return (f"\n[{len(links)} symbolic link{'s' if len(links) != 1 else ''} skipped, not followed: "
+            f"{safefs.NO_LINKS}]")
 
 
 def _glob_match(rel: str, pattern: str) -> bool:
@@ -60,11 +66,14 @@ def _glob_match(rel: str, pattern: str) -> bool:
     return re.fullmatch(regex, rel) is not None
 
 
-def _base(ctx: ToolContext, raw: str | None) -> Path:
+def _base(ctx: ToolContext, raw: str | None) -> tuple[Path, os.stat_result]:
     base = ctx.resolve(raw or ".")
-    if not base.exists():
+    st = ctx.lstat(base)
+    if st is None:
         raise ToolError(f"{raw} does not exist")
-    return base
+    if stat.S_ISLNK(st.st_mode):
+        raise ToolError(f"{ctx.relative(base)} is a symbolic link: {safefs.NO_LINKS}")
+    return base, st
 
 
 class GlobTool(Tool):
@@ -88,17 +97,20 @@ class GlobTool(Tool):
         self.max_results = int(max_results)
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-        base = _base(ctx, args.get("path"))
-        if base.is_file():
+        base, st = _base(ctx, args.get("path"))
+        if not stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{args.get('path')} is a file, not a directory")
         pattern = args["pattern"].strip()
         pattern = pattern[2:] if pattern.startswith("./") else pattern
-        hits = sorted(ctx.relative(p) for p in _walk(base) if _glob_match(p.relative_to(base).as_posix(), pattern))
+        links: list[Path] = []
+        hits = sorted(ctx.relative(p) for p in _walk(ctx, base, links)
+                      if _glob_match(p.relative_to(base).as_posix(), pattern))
+        note = _links_note([p for p in links if _glob_match(p.relative_to(base).as_posix(), pattern)])
         if not hits:
-            return ToolOutput(f"no files match {pattern!r} under {ctx.relative(base)}")
+            return ToolOutput(f"no files match {pattern!r} under {ctx.relative(base)}{note}")
         more = len(hits) - self.max_results
         text = "\n".join(hits[: self.max_results])
-        return ToolOutput(text + (f"\n[{more} more files not shown; narrow the pattern]" if more > 0 else ""))
+        return ToolOutput(text + (f"\n[{more} more files not shown; narrow the pattern]" if more > 0 else "") + note)
 
 
 class GrepTool(Tool):
@@ -131,13 +143,14 @@ class GrepTool(Tool):
             regex = re.compile(args["pattern"], re.IGNORECASE if args.get("-i") else 0)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {args['pattern']!r}: {exc}") from None
-        base = _base(ctx, args.get("path"))
+        base, st = _base(ctx, args.get("path"))
         mode = args.get("output_mode") or "files_with_matches"
         include = args.get("include")
         ctx_n = args.get("-C")
         before = args.get("-B", ctx_n) or 0
         after = args.get("-A", ctx_n) or 0
-        files = [base] if base.is_file() else list(_walk(base))
+        links: list[Path] = []
+        files = list(_walk(ctx, base, links)) if stat.S_ISDIR(st.st_mode) else [base]
         out: list[str] = []
         total = 0
         for path in files:
@@ -145,11 +158,9 @@ class GrepTool(Tool):
             if include and not (_glob_match(path.relative_to(base).as_posix() if path != base else path.name, include)
                                 or _glob_match(rel, include)):
                 continue
-            try:
-                if path.stat().st_size > MAX_FILE_BYTES:
-                    continue
-                data = path.read_bytes()
-            except OSError:
+            try:  # too big, or swapped for a link or a FIFO since it was listed: skipped
+                data = ctx.read_bytes(path, MAX_FILE_BYTES)
+            except ToolError:
                 continue
             if b"\0" in data[:8192]:
                 continue
@@ -164,14 +175,16 @@ class GrepTool(Tool):
                 out.append(f"{rel}:{len(matched)}")
             else:
                 out.extend(_context_block(rel, lines, matched, before, after))
+        note = _links_note([p for p in links if not include or _glob_match(ctx.relative(p), include)
+                            or _glob_match(p.relative_to(base).as_posix(), include)])
         if not out:
-            return ToolOutput(f"no matches for {args['pattern']!r}")
+            return ToolOutput(f"no matches for {args['pattern']!r}{note}")
         limit = args.get("head_limit")
         if limit and len(out) > limit:
             out = out[:limit] + [f"[{len(out) - limit} more lines not shown (head_limit={limit})]"]
         if mode == "count":
             out.append(f"[{total} matches in {len(out)} files]")
-        return ToolOutput("\n".join(out))
+        return ToolOutput("\n".join(out) + note)
 
 
 def _context_block(rel: str, lines: list[str], matched: list[int], before: int, after: int) -> list[str]:

@@ -160,6 +160,28 @@ def test_agentic_malformed_call_is_an_observation_and_the_budget_ends_the_episod
     assert not workspace.exists() and env.episode is None
 
 
+def test_agentic_links_are_refused_and_leave_an_unscorable_workspace(plugins, dataset, tmp_path):
+    """The environment's episodes use the same trusted evaluator: a link out of the workspace is
+    refused by name, never read, and the episode ends with the failure reward, not a crash."""
+    secret = tmp_path / "secret.cpp"
+    secret.write_text("#error host secret 91d0\n")
+    env = plugins.create("environment", "kernel-agentic", dataset=dataset, plugins=plugins, max_turns=3,
+                         **FAST_EVAL)
+    env.reset("sigmoid")
+    workspace = env.episode.ctx.root
+    linked = env.step(tool_call("bash", command=f"ln -s {secret} kernels/x.cpp && bash utils/compile.sh; "
+                                                 f"python3 utils/verification.py"))
+    replies = linked.observation[0].content
+    assert replies.count("refused: kernels/x.cpp is a symbolic link: links are not allowed") == 2, replies
+    assert "host secret" not in replies and linked.info["evaluations"] == 0
+    read = env.step(tool_call("read", path="kernels/x.cpp"))
+    assert "kernels/x.cpp is a symbolic link" in read.observation[0].content
+    assert "host secret" not in read.observation[0].content
+    final = env.step("done")
+    assert final.done and final.reward == -1.0 and "kernels/x.cpp is a symbolic link" in final.info["reason"]
+    assert not workspace.exists()
+
+
 @pytest.mark.slow
 def test_kag_train_warmup_runs_on_kernel_single(dataset, tmp_path):
     """The tiny model's answers are never valid solutions: reward -1, but every part runs."""

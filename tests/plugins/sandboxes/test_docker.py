@@ -86,3 +86,34 @@ def test_plugin_is_registered_and_reports_availability():
 
     entry = Plugins(load_entrypoints=False).entry("sandbox", "docker")
     assert entry.availability() is None
+
+
+def test_no_host_environment_reaches_the_container(workspace, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-agents")
+    monkeypatch.setenv("HOME", str(tmp_path / "host-home"))
+    with EvalBridge(lambda action, args: BridgeReply("", 0), tmp_path / "bridge") as bridge:
+        with DockerSandbox(env={"TASK_SETTING": "on"}).start(workspace, bridge_dir=bridge.directory) as box:
+            ran = box.run("env").stdout
+            spawned = box.spawn("env").stdout.read().decode()
+            shell = box.open_shell()
+            shell.stdin.write(b"env; exit\n")
+            shelled = shell.stdout.read().decode()
+    for seen in (ran, spawned, shelled):
+        names = dict(line.split("=", 1) for line in seen.splitlines() if "=" in line)
+        assert "OPENAI_API_KEY" not in names and "sk-test" not in seen, seen
+        assert names["HOME"] == "/home/agent" and str(tmp_path) not in seen
+        assert names["TASK_SETTING"] == "on" and names["KAG_BRIDGE"] == "/kag-bridge/eval.sock"
+        assert set(names) <= {"PATH", "HOSTNAME", "HOME", "PYTHONDONTWRITEBYTECODE", "KAG_BRIDGE", "TASK_SETTING",
+                              "PWD", "SHLVL", "_", "OLDPWD", "TERM"}, sorted(names)
+
+
+def test_a_protected_path_that_is_a_link_is_not_mounted(workspace, tmp_path):
+    """Docker mounts a link's target: a linked utils/ would put a host folder in the container."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text("host secret")
+    (workspace / "utils" / "verification.py").unlink()
+    (workspace / "utils").rmdir()
+    (workspace / "utils").symlink_to(host)
+    with pytest.raises(RuntimeError, match="utils is a symbolic link: links are not allowed"):
+        DockerSandbox().start(workspace)

@@ -10,7 +10,7 @@ import pytest
 
 from kag.core.plugins import Plugins
 from kag.core.sandbox import SandboxHandle
-from kag.plugins.sandboxes.local import LocalSandbox, network_namespace_problem
+from kag.plugins.sandboxes.local import ENV_NAMES, ENV_PREFIXES, LocalSandbox, network_namespace_problem
 
 
 def test_copies_the_workspace_and_cleans_up(tmp_path: Path):
@@ -86,3 +86,30 @@ def test_shell_and_spawn_share_the_workspace():
         job = handle.spawn("sleep 30")
         handle.close()  # kills what is still running
         assert job.wait(timeout=10) is not None
+
+
+def test_agent_commands_get_only_the_allow_listed_environment(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-agents")
+    monkeypatch.setenv("HF_TOKEN", "hf-test-not-for-agents")
+    monkeypatch.setenv("HOME", str(tmp_path / "host-home"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    box = LocalSandbox(env={"TASK_SETTING": "on"}).start(bridge_dir=tmp_path / "bridge")
+    with box:
+        home = box.home
+        ran = box.run("env").stdout
+        shell = box.open_shell()
+        shell.stdin.write(b"env; exit\n")
+        shelled = shell.stdout.read().decode()
+        spawned = box.spawn("env").stdout.read().decode()
+        for seen in (ran, shelled, spawned):
+            names = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in seen.splitlines() if "=" in line}
+            assert "OPENAI_API_KEY" not in names and "HF_TOKEN" not in names, seen
+            assert names["HOME"] == str(home) != str(tmp_path / "host-home")
+            assert names["CUDA_VISIBLE_DEVICES"] == "3" and names["LC_ALL"] == "C.UTF-8"
+            assert names["TASK_SETTING"] == "on" and names["KAG_BRIDGE"] == str(tmp_path / "bridge" / "eval.sock")
+            assert set(names) - {"PWD", "SHLVL", "_", "OLDPWD"} <= (
+                set(ENV_NAMES) | {"HOME", "KAG_BRIDGE", "TASK_SETTING"}
+                | {n for n in names if n.startswith(ENV_PREFIXES)}), sorted(names)
+        assert home.is_dir() and box.run("touch ~/cache && echo ok").stdout == "ok\n"
+    assert not home.exists()

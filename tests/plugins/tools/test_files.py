@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+
+import pytest
+
 from kag.core.records import ToolCall
 from kag.core.toolkit import call_tool
 
@@ -136,3 +142,71 @@ def test_every_tool_has_an_openai_schema(tools):
         assert fn["name"] == name and fn["description"]
         assert fn["parameters"]["type"] == "object"
         assert set(fn["parameters"].get("required", [])) <= set(fn["parameters"]["properties"])
+
+
+# ---------------------------------------------------------------------------------------------
+# links out of the workspace: the tools run on the host, so each is an attack on the host
+SECRET = "host secret c3a9"
+
+
+@pytest.fixture
+def host(tmp_path):
+    folder = tmp_path / "host"
+    folder.mkdir()
+    (folder / "secret.txt").write_text(SECRET)
+    (folder / "a.cu").write_text(SECRET)
+    return folder
+
+
+def test_read_and_edit_refuse_a_link_to_a_host_file(ctx, tools, host):
+    (ctx.root / "kernels" / "x.cu").symlink_to(host / "secret.txt")
+    for out in (tools["read"](ctx, path="kernels/x.cu"),
+                tools["edit"](ctx, path="kernels/x.cu", old_string="host", new_string="HACKED"),
+                tools["multiedit"](ctx, path="kernels/x.cu", edits=[{"old_string": "host", "new_string": "X"}]),
+                tools["write"](ctx, path="kernels/x.cu", content="overwritten")):
+        assert out.is_error and "kernels/x.cu is a symbolic link: links are not allowed" in out.text, out.text
+        assert SECRET not in out.text
+    assert (host / "secret.txt").read_text() == SECRET
+
+
+def test_write_refuses_a_linked_kernels_folder(ctx, tools, host):
+    (ctx.root / "kernels").rename(ctx.root / "old-kernels")
+    (ctx.root / "kernels").symlink_to(host)
+    out = tools["write"](ctx, path="kernels/evil.cu", content="planted")
+    assert out.is_error and "kernels is a symbolic link: links are not allowed" in out.text
+    assert sorted(p.name for p in host.iterdir()) == ["a.cu", "secret.txt"]
+
+
+def test_edit_refuses_a_hard_link_to_a_host_file(ctx, tools, host):
+    os.link(host / "secret.txt", ctx.root / "kernels" / "h.cu")
+    out = tools["edit"](ctx, path="kernels/h.cu", old_string="host", new_string="HACKED")
+    assert out.is_error and "kernels/h.cu has 2 hard links" in out.text
+    assert (host / "secret.txt").read_text() == SECRET
+
+
+def test_a_background_job_flipping_kernels_to_a_link_cannot_redirect_reads_or_edits(ctx, tools, host):
+    """The agent starts a job that swaps kernels/ for a link to a host folder and back, over and
+    over, then reads and edits through the tools: a check-then-open tool loses this race."""
+    kernel = (ctx.root / "kernels" / "add.cu").read_text()
+    (host / "add.cu").write_text(kernel + f"// {SECRET}\n")
+    (ctx.root / "kernels_link").symlink_to(host)
+    flip = ("import os, time\nend = time.time() + 3\nwhile time.time() < end:\n"
+            "    os.rename('kernels', 'kernels_real'); os.rename('kernels_link', 'kernels')\n"
+            "    os.rename('kernels', 'kernels_link'); os.rename('kernels_real', 'kernels')\n")
+    (ctx.root / "flip.py").write_text(flip)
+    job = tools["bash"](ctx, command=f"{sys.executable} flip.py", run_in_background=True)
+    assert not job.is_error, job.text
+    outcomes = set()
+    swap = [("x[0] += 1.0f", "x[0] += 2.0f"), ("x[0] += 2.0f", "x[0] += 1.0f")]
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        read = tools["read"](ctx, path="kernels/add.cu")
+        assert SECRET not in read.text
+        outcomes.add("refused" if "is a symbolic link" in read.text else "read" if not read.is_error else "other")
+        old, new = swap[0]
+        if not tools["edit"](ctx, path="kernels/add.cu", old_string=old, new_string=new).is_error:
+            swap.reverse()
+    assert (host / "add.cu").read_text() == kernel + f"// {SECRET}\n"
+    assert sorted(p.name for p in host.iterdir()) == ["a.cu", "add.cu", "secret.txt"]
+    log = tools["bash_output"](ctx, job_id=job.metadata["job_id"]).text
+    assert {"refused", "read"} <= outcomes, log  # the race really ran both ways

@@ -44,3 +44,19 @@ def test_todo_write_keeps_the_list(ctx, tools):
     assert ctx.state["todos"][1]["content"] == "write the kernel"
     bad = tools["todo_write"](ctx, todos=[{"content": "x", "status": "doing"}])
     assert bad.is_error and "must be one of" in bad.text
+
+
+def test_grep_and_glob_skip_links_out_of_the_workspace(ctx, tools, tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.cu").write_text("__global__ host secret 0b7e\n")
+    (ctx.root / "kernels" / "x.cu").symlink_to(host / "secret.cu")
+    (ctx.root / "linked").symlink_to(host)
+    found = tools["grep"](ctx, pattern="secret", output_mode="content")
+    assert "host secret" not in found.text and "no matches" in found.text
+    assert "2 symbolic links skipped, not followed" in found.text
+    listed = tools["glob"](ctx, pattern="**/*.cu")
+    assert listed.text.splitlines()[0] == "kernels/add.cu" and "secret.cu" not in listed.text
+    assert "1 symbolic link skipped" in listed.text
+    direct = tools["grep"](ctx, pattern="secret", path="linked")
+    assert direct.is_error and "linked is a symbolic link" in direct.text
