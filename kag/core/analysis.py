@@ -71,7 +71,7 @@ def _analyse(code: str, device: str, compile_mode: str, iters: int) -> dict[str,
 def analyse_reference(task: Task, device: str, compile_mode: str = "default", iters: int = 10,
                       timeout_s: float = 900) -> dict[str, Any]:
     """The analysis of ``task``'s reference on ``device`` ("cuda" or "cpu"), from a fresh process."""
-    from kag.core.candidate import spawn_process
+    from kag.core.procs import spawn_process
 
     queue = mp.get_context("spawn").Queue()
     proc = spawn_process(_worker, (task.code, device, compile_mode, iters, queue), "kag-analysis")

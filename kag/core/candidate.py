@@ -200,8 +200,9 @@ class Harness:
             out = self.forward(*self.inputs)
         self.synchronize()
         self.own_times.append((self.clock() - start) * 1000.0)
-        self.last = out
+        old, self.last = self.last, out
         self.ring_done(word)
+        del old  # the previous output is freed after the answer, as a baseline's is after its timer
 
     def handle(self, op: str, arg: Any) -> bool | None:
         if op == "prepare":
@@ -310,18 +311,17 @@ class Harness:
         self.send(("loaded", info))
 
     def post(self, arg: dict[str, Any]) -> None:
-        """After a call: hand over its output if asked, then poison the memory the next output
-        will likely get (an output never written then shows the poison)."""
+        """After a call: poison memory the size of its output (while the output itself is held,
+        so the next output will likely get poisoned memory, and an output never written shows
+        it), then hand the output over if asked. Nothing runs after the reply."""
         from kag.core.guarding import iter_tensors, poison_shapes, tensor_shapes
 
-        out = self.last if arg.get("send") else None
-        self.send(("post", arg.get("call"), out))
         if self.last is not None:
             self.shapes = tensor_shapes(iter_tensors(self.last))
-        self.last = out = None
         if self.shapes and arg.get("poison", True):
             poison_shapes(self.shapes)
             self.synchronize()
+        self.send(("post", arg.get("call"), self.last if arg.get("send") else None))
 
     def finish(self) -> None:
         from kag.core.guarding import compare_identities

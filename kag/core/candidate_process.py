@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable
 
 from kag.core.candidate import OP_CALL, OP_MSG, OP_NULL, WORD, pack
+from kag.core.isolation import ABORT_STATUS
 
 
 class CandidateFailure(Exception):
@@ -224,17 +225,16 @@ class CandidateProcess:
 
     def call(self, index: int, timeout_s: float, phase: str, null: bool = False) -> float:
         """One call of forward (or the null path), resumed before and stopped after; returns its
-        window in seconds on the judge's clock: from the doorbell to the reply, and on a GPU to
-        the moment the judge's probe sees the GPU idle."""
+        window in seconds on the judge's clock: from the doorbell to the reply and the stop, and on
+        a GPU to the moment the judge's probe sees the GPU idle (the work it left queued)."""
         self.resume()
         t0 = time.perf_counter()
         word = self.ring(OP_NULL if null else OP_CALL, index)
         self.wait_done(word, timeout_s, phase)
+        self.stop()  # first: nothing can be launched after the answer
         if self.probe is not None:
             self.probe(timeout_s)
-        t1 = time.perf_counter()
-        self.stop()
-        return t1 - t0
+        return time.perf_counter() - t0
 
     def exchange(self, msg: tuple, timeout_s: float, phase: str, expect: str | None = None,
                  stop: bool = True) -> tuple[tuple, float]:
@@ -246,12 +246,11 @@ class CandidateProcess:
         reply = self.receive(timeout_s, phase)
         if expect is not None and reply[0] != expect:
             raise CandidateFailure("exception", f"{phase}: unexpected reply {reply[0]!r}")
-        if self.probe is not None:
-            self.probe(timeout_s)
-        t1 = time.perf_counter()
         if stop:
             self.stop()
-        return reply, t1 - t0
+        if self.probe is not None:
+            self.probe(timeout_s)
+        return reply, time.perf_counter() - t0
 
     # -- the control channel --------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -318,5 +317,7 @@ class CandidateProcess:
             hint = " (host out of memory?)" if code == -signal.SIGKILL else ""
             return CandidateFailure("crash", f"the candidate process crashed {when}: killed by "
                                              f"{_signal_name(code)}{hint}")
+        if code == ABORT_STATUS and self.pid_namespace:
+            return CandidateFailure("crash", f"the candidate process crashed {when}: killed by SIGABRT (abort)")
         return CandidateFailure("crash", f"the candidate process exited with status {code} {when} before "
                                          f"answering (os._exit or sys.exit in the solution?)")

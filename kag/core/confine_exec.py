@@ -1,5 +1,6 @@
-"""Run a trusted tool (the compiler, the linker) on untrusted input, confined: ``python -m
-kag.core.confine_exec --write DIR [--read PATH]... -- COMMAND...``.
+"""Run a command confined: ``python -m kag.core.confine_exec --write DIR [--read PATH]...
+[--protect PATH]... [--seccomp] -- COMMAND...``. Used for trusted tools on untrusted input (the
+compiler, the linker) and for the agent's commands in the local sandbox.
 
 Trusted side. A solution's sources steer what the compiler reads (``#include "/abs/path"``,
 ``.incbin``): under Landlock the compiler reads only the system, this Python installation (torch's
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--write", action="append", default=[], help="folders the command may write")
     parser.add_argument("--read", action="append", default=[], help="more paths it may read")
     parser.add_argument("--protect", action="append", default=[], help="paths no read rule may cover")
+    parser.add_argument("--seccomp", action="store_true",
+                        help="also refuse ptrace, process_vm_*, namespaces, bpf, io_uring, keyrings (fork/exec allowed)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -31,6 +34,8 @@ def main(argv: list[str] | None = None) -> None:
         reads = confine.system_read_paths(args.protect) + args.read
         confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
                                                       devices=tuple(confine.device_paths(False)), scope_signals=True))
+    if args.seccomp and confine.arch() in confine.SYSCALLS:
+        confine.apply_seccomp(no_exec=False, no_fork=False)
     os.execvp(command[0], command)
 
 

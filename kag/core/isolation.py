@@ -81,11 +81,24 @@ class CandidatePlan:
             self.applied.append("no capabilities")
         confine.set_no_new_privs()
         self.applied.append("no_new_privs")
+        if os.getpid() == 1:  # init of its PID namespace: the kernel ignores signals it sends itself
+            abort_exits()
         if self.landlock and confine.landlock_abi() > 0:
             policy = confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
                                             devices=tuple(confine.device_paths(self.cuda)))
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
+
+
+ABORT_STATUS = int(signal.SIGABRT)  # the exit status of a candidate that called abort() as pid 1
+
+
+def abort_exits() -> None:
+    """A PID namespace's first process ignores the default-action signals it sends itself, so
+    abort() (a failed assert in C++) would end in SIGSEGV; make SIGABRT call _exit(SIGABRT) instead."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal(ctypes.c_int(signal.SIGABRT), ctypes.cast(libc._exit, ctypes.c_void_p))
 
 
 def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan:
@@ -146,7 +159,8 @@ def descendants(root_pid: int, skip: set[int] | frozenset[int] = frozenset()) ->
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry))
+            if fields[0] != b"Z":  # a zombie is dead already (its parent reaps it)
+                children.setdefault(int(fields[1]), []).append(int(entry))
         except (OSError, ValueError, IndexError):
             continue
     out, todo = [], [root_pid]

@@ -307,6 +307,9 @@ class Judge:
         merged = type(timing)(windows_s=timing.windows_s, post_s=timing.post_s + self.check_timing.post_s)
         estimates, fold = merged.estimates_s(self.cal)
         stats = summarize([e * 1000.0 for e in estimates])
+        med = lambda xs: round(sorted(xs)[len(xs) // 2] * 1e3, 4) if xs else None  # noqa: E731
+        self.report["calibration"].update(window_ms=med(timing.windows_s), post_ms=med(merged.post_s),
+                                          post_calibrated_ms=med(self.cal.post_s), fold_ms=round(fold * 1e3, 4))
         self.report["timing"]["candidate"] = stats
         self.report["times_ms"]["candidate"] = stats.median_ms
         self.report["timing"]["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])

@@ -5,6 +5,10 @@ limit (RLIMIT_AS; off by default because a CUDA context reserves far more virtua
 uses), and no network where an unprivileged network namespace (``unshare -rn``) works. Where it
 does not, the sandbox still runs and says so in ``network_isolated`` / ``isolation_notes``.
 Commands get a minimal environment (``agent_environment``): no API key of the host reaches them.
+Where the kernel has Landlock, every command runs confined (kag.core.confine_exec): it writes only
+the workspace and the episode's HOME, reads the system, Python and those two folders (never kag's
+caches and key, the user's home or /proc of other processes), cannot ptrace or signal processes
+outside the sandbox, and cannot make namespaces or use io_uring (seccomp).
 Trusted host code that starts untrusted commands: what they run is the agent's, and they reach
 the trusted evaluator only through the bridge socket (KAG_BRIDGE).
 """
@@ -40,9 +44,25 @@ def agent_environment(home: str | Path, extra: Mapping[str, str] | None = None,
     host = os.environ if host is None else host
     env = {k: v for k, v in host.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
     env.setdefault("PATH", os.defpath)
-    env["HOME"] = str(home)
+    env["HOME"] = env["TMPDIR"] = str(home)  # the only folders besides the workspace commands may write
     env.update(extra or {})
     return env
+
+
+def _landlock() -> bool:
+    from kag.core.confine import landlock_abi
+
+    return landlock_abi() > 0
+
+
+def confine_prefix(workspace: Path, home: Path) -> list[str]:
+    """The argv prefix that confines a command to the workspace and HOME (kag.core.confine_exec)."""
+    import sys
+
+    from kag.core.build import cache_root
+
+    return [sys.executable, "-m", "kag.core.confine_exec", "--write", str(workspace), "--write", str(home),
+            "--protect", str(cache_root()), "--seccomp", "--"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,7 +117,8 @@ class LocalSandboxHandle:
     """One episode's workspace on this machine and the way commands run in it."""
 
     def __init__(self, root: Path, *, owned: bool, timeout_s: float, memory_limit_mb: int | None,
-                 isolate_network: bool, env: dict[str, str] | None, tmp_dir: str | None = None) -> None:
+                 isolate_network: bool, env: dict[str, str] | None, tmp_dir: str | None = None,
+                 confine: bool | None = True) -> None:
         self.root = root.resolve()
         self.home = Path(tempfile.mkdtemp(prefix="kag-home-", dir=tmp_dir))  # the episode's HOME
         self.workdir = str(self.root)
@@ -108,6 +129,10 @@ class LocalSandboxHandle:
         self.network_isolated = problem is None
         self.isolation_notes = [] if problem is None else [f"commands have network access: {problem}"]
         self.prefix = ["unshare", "-rn"] if self.network_isolated else []
+        if confine:
+            self.prefix += confine_prefix(self.root, self.home)
+        elif confine is not None:
+            self.isolation_notes.append("commands are not confined: Landlock is switched off or missing")
         self.env = agent_environment(self.home, env)
         self._procs: list[subprocess.Popen] = []
         self.closed = False
@@ -176,7 +201,8 @@ class LocalSandbox:
 
     Options: ``timeout_s`` (default per-command limit), ``memory_limit_mb`` (RLIMIT_AS per command,
     None = off), ``network`` (False = isolate where possible), ``copy``, ``keep`` (keep the temp dir
-    after close), ``tmp_dir`` (where temp workspaces go), ``env`` (extra environment variables).
+    after close), ``tmp_dir`` (where temp workspaces go), ``env`` (extra environment variables),
+    ``confine`` (False: commands run unconfined; for debugging, never for training or scoring).
 
     Environment: commands do not inherit the host's. They get only PATH, LANG, LANGUAGE, LC_*,
     TERM, TZ, CUDA_* (CUDA_HOME, CUDA_PATH, CUDA_VISIBLE_DEVICES, ...), NVIDIA_*,
@@ -187,8 +213,9 @@ class LocalSandbox:
 
     def __init__(self, timeout_s: float = 600.0, memory_limit_mb: int | None = None, network: bool = False,
                  copy: bool = True, keep: bool = False, tmp_dir: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, confine: bool = True) -> None:
         self.timeout_s = float(timeout_s)
+        self.confine = bool(confine)
         self.memory_limit_mb = int(memory_limit_mb) if memory_limit_mb else None
         self.network = bool(network)
         self.copy = bool(copy)
@@ -228,7 +255,8 @@ class LocalSandbox:
         return LocalSandboxHandle(root, owned=owned and not self.keep, timeout_s=self.timeout_s,
                                   memory_limit_mb=self.memory_limit_mb, isolate_network=not self.network,
                                   env={**self.env, **({"KAG_BRIDGE": str(Path(bridge_dir) / "eval.sock")}
-                                                      if bridge_dir else {})}, tmp_dir=self.tmp_dir)
+                                                      if bridge_dir else {})}, tmp_dir=self.tmp_dir,
+                                  confine=self.confine and _landlock() or (False if self.confine else None))
 
 
 @hookimpl

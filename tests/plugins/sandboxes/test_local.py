@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,8 +70,10 @@ def test_network_is_cut_off_where_the_os_allows_it():
             pytest.skip(f"network namespaces unavailable here: {problem}")
         assert handle.network_isolated
         result = handle.run(probe, timeout=20)
-        assert "connected" not in result.stdout and "unreachable" in result.stderr.lower()
-        assert "lo" in handle.run("cat /proc/net/dev").stdout
+        # no route (an empty network namespace), or refused before that by Landlock's TCP rules
+        assert "connected" not in result.stdout and ("unreachable" in result.stderr.lower()
+                                                     or "permission denied" in result.stderr.lower())
+        assert "lo" in handle.run("cat /proc/self/net/dev").stdout
     with LocalSandbox(network=True).start() as handle:
         assert not handle.network_isolated and "switched off" in handle.isolation_notes[0]
     assert "network" in LocalSandbox.isolation_info()
@@ -109,7 +112,39 @@ def test_agent_commands_get_only_the_allow_listed_environment(monkeypatch, tmp_p
             assert names["CUDA_VISIBLE_DEVICES"] == "3" and names["LC_ALL"] == "C.UTF-8"
             assert names["TASK_SETTING"] == "on" and names["KAG_BRIDGE"] == str(tmp_path / "bridge" / "eval.sock")
             assert set(names) - {"PWD", "SHLVL", "_", "OLDPWD"} <= (
-                set(ENV_NAMES) | {"HOME", "KAG_BRIDGE", "TASK_SETTING"}
+                set(ENV_NAMES) | {"HOME", "TMPDIR", "KAG_BRIDGE", "TASK_SETTING"}
                 | {n for n in names if n.startswith(ENV_PREFIXES)}), sorted(names)
         assert home.is_dir() and box.run("touch ~/cache && echo ok").stdout == "ok\n"
     assert not home.exists()
+
+
+@pytest.mark.skipif(__import__("kag.core.confine", fromlist=["x"]).landlock_abi() == 0,
+                    reason="commands are confined with Landlock, which this kernel lacks")
+def test_agent_commands_write_only_the_workspace_and_never_reach_kags_caches(tmp_path):
+    """As an agent's bash would try it: rewrite the baseline cache, read the evaluator's key, plant a
+    file outside the workspace, read another process's memory; only the workspace and HOME are
+    writable."""
+    from kag.core import integrity
+    from kag.core.build import cache_root
+
+    cache = cache_root()
+    integrity.load_key(cache)
+    key = integrity.key_path(cache)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    outside = tmp_path / "outside.txt"
+    with LocalSandbox().start(ws) as box:
+        attempts = {
+            "workspace": "echo 1 > model_new.py && echo ok",
+            "home": "echo 1 > ~/x && echo ok",
+            "cache": f"echo '{{}}' > {cache}/baselines.json && echo ok",
+            "key": f"cat {key} && echo ok",
+            "outside": f"echo 1 > {outside} && echo ok",
+            "tmp": "echo 1 > /tmp/kag-agent-probe && echo ok",
+            "parent memory": f"head -c 1 /proc/{os.getpid()}/mem && echo ok",
+            "parent environ": f"cat /proc/{os.getpid()}/environ && echo ok",
+        }
+        got = {what: box.run(cmd).stdout.strip().endswith("ok") for what, cmd in attempts.items()}
+    assert got == {"workspace": True, "home": True, "cache": False, "key": False, "outside": False, "tmp": False,
+                   "parent memory": False, "parent environ": False}, got
+    assert not outside.exists()

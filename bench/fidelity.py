@@ -1,0 +1,176 @@
+"""Fidelity of kag's timing against an independent clock: CUPTI kernel durations (torch.profiler).
+
+For each task (KernelBench level-1/2 models with a CUDA example solution, at their own sizes and
+scaled down so eager spans ~20 us to ~10 ms), it asks kag's evaluator for the speed-up over eager,
+then, in a separate trusted process of its own (this one), builds the same solution and measures
+the GPU kernel time per call of ModelNew and of the eager Model with the profiler (fresh inputs
+and an L2 flush before every call, median over the calls). The table compares kag's speed-up with
+the ratio of kernel times: the judge's clock includes launch and synchronisation, the profiler's
+does not, so they agree for kernels well over the launch overhead and diverge below.
+
+    python bench/fidelity.py [--only NAME,...] [--iters N]
+
+Prints the table last; writes fidelity.json and fidelity.md to $OUT when it is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SAMPLE = REPO / "examples" / "kernelbench_sample"
+
+# (name, example solution, KernelBench file, {module-level constant: value} to scale it down)
+TASKS = [
+    ("relu@16x16k", "relu", "level1/19_ReLU.py", {"batch_size": 16, "dim": 16384}),
+    ("relu@64x64k", "relu", "level1/19_ReLU.py", {"batch_size": 64, "dim": 65536}),
+    ("sigmoid@256x128k", "sigmoid", "level1/21_Sigmoid.py", {"batch_size": 256, "dim": 131072}),
+    ("diag_matmul", "diag_matmul", "level1/12_Matmul_with_diagonal_matrices_.py", {}),
+    ("gemm_divide_sum_scaling", "gemm_divide_sum_scaling", "level2/14_Gemm_Divide_Sum_Scaling.py", {}),
+    ("relu", "relu", "level1/19_ReLU.py", {}),
+    ("gelu", "gelu", "level1/26_GELU_.py", {}),
+    ("softmax", "softmax", "level1/23_Softmax.py", {}),
+]
+
+
+def task_code(rel: str, sizes: dict[str, int]) -> str:
+    code = (SAMPLE / rel).read_text()
+    for name, value in sizes.items():
+        code, n = re.subn(rf"^{name}\s*=.*$", f"{name} = {value}", code, flags=re.M)
+        assert n == 1, (rel, name)
+    return code
+
+
+def profiler_ms(model, make_inputs, iters: int) -> float:
+    """Median GPU kernel time (CUPTI) per call, fresh inputs and an L2 flush before each call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    flush = torch.empty(2 * 50 << 20, dtype=torch.uint8, device="cuda")
+    times = []
+    with torch.no_grad():
+        for i in range(iters + 3):
+            inputs = make_inputs(i)
+            flush.zero_()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                out = model(*inputs)
+                torch.cuda.synchronize()
+            kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            if i >= 3:
+                times.append(sum(e.device_time for e in kernels) / 1000.0)
+            del out, inputs
+    return statistics.median(times)
+
+
+def measure(name: str, example: str, rel: str, sizes: dict[str, int], iters: int) -> dict:
+    import torch
+
+    from kag.core.build import build_solution
+    from kag.core.evaluate import EvalOptions, evaluate
+    from kag.core.plugins import Plugins
+    from kag.core.records import Task
+    from kag.core.tasks import load_module
+    from kag.core.workspace import read_solution
+
+    code = task_code(rel, sizes)
+    task = Task(name=name, source="fidelity", code=code, path=str(SAMPLE / rel))
+    solution = read_solution(REPO / "examples" / example / "cuda")
+    plugins = Plugins()
+    t0 = time.perf_counter()
+    result = evaluate(task, solution, EvalOptions(backend="cuda", num_timed=100, warmup=10), plugins)
+    row = {"task": name, "kernelbench": rel, "sizes": sizes, "eval_s": round(time.perf_counter() - t0, 1),
+           "ok": result.ok, "error": (result.error or "")[:200]}
+    if not result.ok:
+        return row
+    t = result.times_ms
+    row.update(kag_eager_ms=t["eager"], kag_candidate_ms=t["candidate"], kag_speedup=t["eager"] / t["candidate"],
+               calibration=result.metadata.get("calibration"))
+    # the independent measurement: this process builds and loads the same solution
+    build_dir = Path(tempfile.mkdtemp(prefix="kag-fidelity-"))
+    built = build_solution(solution, plugins.create("backend", "cuda"), build_dir)
+    assert built.ok, built.log
+    sys.path.insert(0, built.module_dir)
+    ns = load_module(code, f"<{name}>")
+    sol_dir = Path(tempfile.mkdtemp(prefix="kag-fidelity-sol-"))
+    (sol_dir / "model_new.py").write_text(solution.model_new)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"model_new_{name.replace('@', '_')}", sol_dir / "model_new.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.pop("cuda_extension", None)
+    spec.loader.exec_module(module)
+    torch.manual_seed(42)
+    init = ns["get_init_inputs"]()
+    with torch.device("cuda"):
+        ref = ns["Model"](*init).cuda()
+        new = module.ModelNew(*init).cuda()
+    new.load_state_dict(ref.state_dict(), strict=False)
+
+    def make_inputs(i: int) -> list:
+        torch.manual_seed(1000 + i)
+        with torch.device("cuda"):
+            return [x.cuda() if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+
+    row["prof_eager_ms"] = profiler_ms(ref, make_inputs, iters)
+    row["prof_candidate_ms"] = profiler_ms(new, make_inputs, iters)
+    row["prof_ratio"] = row["prof_eager_ms"] / row["prof_candidate_ms"]
+    row["diff_pct"] = 100.0 * (row["kag_speedup"] / row["prof_ratio"] - 1.0)
+    sys.path.remove(built.module_dir)
+    del ref, new
+    torch.cuda.empty_cache()
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| task | eager (kag) ms | candidate (kag) ms | kag speed-up | eager kernels ms | candidate kernels ms "
+             "| kernel-time ratio | kag vs profiler |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r.get("ok"):
+            lines.append(f"| {r['task']} | failed: {r.get('error', '')[:80]} |  |  |  |  |  |  |")
+            continue
+        lines.append(f"| {r['task']} | {r['kag_eager_ms']:.4f} | {r['kag_candidate_ms']:.4f} | {r['kag_speedup']:.3f} "
+                     f"| {r['prof_eager_ms']:.4f} | {r['prof_candidate_ms']:.4f} | {r['prof_ratio']:.3f} "
+                     f"| {r['diff_pct']:+.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="")
+    parser.add_argument("--iters", type=int, default=30)
+    args = parser.parse_args()
+    only = {n for n in args.only.split(",") if n}
+    rows = []
+    for name, example, rel, sizes in TASKS:
+        if only and name not in only:
+            continue
+        try:
+            row = measure(name, example, rel, sizes, args.iters)
+        except Exception as exc:  # noqa: BLE001 - a failed row says why; the others still run
+            row = {"task": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    text = table(rows)
+    print(text)
+    out = os.environ.get("OUT")
+    if out:
+        import torch
+
+        device = torch.cuda.get_device_name(0)
+        Path(out, "fidelity.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1, default=str))
+        Path(out, "fidelity.md").write_text(f"# Timing fidelity on {device}\n\n{text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
