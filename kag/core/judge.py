@@ -294,6 +294,7 @@ class Judge:
                 if mismatch is not None:
                     self.fail("mismatch", f"timed call {i} (one of {len(chosen)} checked in secret): {mismatch}")
                     return False
+                timing.verified.append(len(timing.windows_s) - 1)
         self.record_timing(timing)
         self.report["durations_s"]["timing"] = round(time.perf_counter() - start, 3)
         mark("judge", "timed calls done")
@@ -306,6 +307,7 @@ class Judge:
         # the hand-overs of the checks count too: the candidate cannot tell them apart either
         merged = type(timing)(windows_s=timing.windows_s, post_s=timing.post_s + self.check_timing.post_s)
         estimates, fold = merged.estimates_s(self.cal)
+        checked, _ = self.check_timing.estimates_s(self.cal)
         stats = summarize([e * 1000.0 for e in estimates])
         med = lambda xs: round(sorted(xs)[len(xs) // 2] * 1e3, 4) if xs else None  # noqa: E731
         self.report["calibration"].update(window_ms=med(timing.windows_s), post_ms=med(merged.post_s),
@@ -319,7 +321,7 @@ class Judge:
         if self.probe is not None and self.probe.waits:
             self.report["notes"].append(f"the judge's probe found the GPU still busy {self.probe.waits} times after "
                                         f"a call returned (the wait is part of the call's time)")
-        why = skipped_work(estimates)
+        why = skipped_work(estimates, [estimates[i] for i in timing.verified] + checked)
         if why:
             self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})
 

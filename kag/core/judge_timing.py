@@ -102,10 +102,12 @@ class PathCalibration:
 
 @attrs.define
 class CandidateTiming:
-    """What the judge measured of the candidate: per-call windows and output hand-overs."""
+    """What the judge measured of the candidate: per-call windows, output hand-overs, and which
+    calls' outputs were compared and found right (indices into ``windows_s``)."""
 
     windows_s: list[float] = attrs.field(factory=list)
     post_s: list[float] = attrs.field(factory=list)
+    verified: list[int] = attrs.field(factory=list)
 
     def estimates_s(self, cal: PathCalibration) -> tuple[list[float], float]:
         """Per-call times (window less the null path, plus the work done at hand-over), and that
@@ -118,15 +120,21 @@ class CandidateTiming:
         return [max(w - overhead, 0.0) + fold for w in self.windows_s], fold
 
 
-def skipped_work(estimates_s: list[float]) -> str | None:
-    """Why the distribution looks like work done on some calls only, or None."""
-    if len(estimates_s) < 10:
+def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | None:
+    """Why the distribution looks like work done on some calls only, or None.
+
+    ``verified_s`` are the times of calls whose outputs the judge compared and found right (the
+    checks and the rechecked timed calls): each did the whole work, so the fastest of them bounds
+    an honest call from below (load only ever slows a call down). A cluster of calls far under it
+    did not do the work."""
+    if len(estimates_s) < 10 or not verified_s:
         return None
-    m = median(estimates_s)
-    fast = [e for e in estimates_s if e < FAST_RATIO * m and m - e > FAST_MIN_GAP_S]
+    floor = min(verified_s)
+    fast = [e for e in estimates_s if e < FAST_RATIO * floor and floor - e > FAST_MIN_GAP_S]
     if len(fast) >= max(3, math.ceil(FAST_MIN_SHARE * len(estimates_s))):
-        return (f"{len(fast)} of {len(estimates_s)} timed calls took under {FAST_RATIO:.0%} of the median "
-                f"({median(fast) * 1e3:.4g} ms vs {m * 1e3:.4g} ms): the work is done on some calls only")
+        return (f"{len(fast)} of {len(estimates_s)} timed calls took under {FAST_RATIO:.0%} of the fastest call whose "
+                f"output was checked ({median(fast) * 1e3:.4g} ms vs {floor * 1e3:.4g} ms): the work is done on "
+                f"some calls only")
     return None
 
 
