@@ -240,3 +240,30 @@ def test_containers_see_the_toolchain_but_not_the_hosts_private_folders(tmp_path
         assert target not in ("/usr", "/etc", "/tmp")
         files = [p for p in Path(host_dir).rglob("*") if not p.is_dir()]
         assert not files and oct(Path(host_dir).stat().st_mode)[-3:] == "755"
+
+
+def test_the_rl_environment_rescores_a_docker_episode_in_a_container(sandbox, host, tmp_path):
+    """kernel-agentic with the docker sandbox: the final re-score of the episode's solution (after
+    the agent's container is gone) comes from an evaluation container too."""
+    import shutil
+
+    import attrs
+
+    plugins = Plugins(load_entrypoints=False)
+    (tmp_path / "tasks").mkdir()
+    shutil.copy(EXAMPLES / "relu" / "cpu" / "model.py", tmp_path / "tasks" / "relu.py")
+    env = plugins.create("environment", "kernel-agentic", dataset=f"local:{tmp_path / 'tasks'}", plugins=plugins,
+                         sandbox="docker", max_turns=5, backend="cpu", num_timed=3, warmup=1)
+    env.sandbox = sandbox  # the module's sandbox: its seed build is done
+    env.options = attrs.evolve(env.options, guards=())
+    env.reset("relu")
+
+    def call(name: str, **arguments) -> str:
+        return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+    wrote = env.step(call("read", path="model_new.py") + call("write", path="model_new.py",
+                                                              content=attack_model_new(host)))
+    assert wrote.info["tool_errors"] == 0, wrote.observation
+    final = env.step("done")
+    assert final.done and final.reward >= 1 and final.info["right"], env.last_result
+    assert_isolated(attack_report(env.last_result), host, to_json(env.last_result))
