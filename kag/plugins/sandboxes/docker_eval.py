@@ -199,9 +199,10 @@ class ContainerEvaluator:
         options = options or EvalOptions()
         plugins = plugins or Plugins()
         start = time.perf_counter()
-        cache = self.cache(options.backend, options.timeouts.build_s, plugins)
         violations, _ = static_violations(task, solution, plugins, options.guards, guard_options(options, plugins))
+        cache = None  # no build, no cache: a guard's verdict or a solution without kernels
         if not violations and needs_build(solution):
+            cache = self.cache(options.backend, options.timeouts.build_s, plugins)
             built = self.build(solution, options, plugins)
             if not built.ok:  # the verdict evaluate() would give, without a second, identical build
                 result = EvalResult(task=task.name, backend=options.backend, build_log=built.log,
@@ -214,7 +215,8 @@ class ContainerEvaluator:
         inner = attrs.evolve(options, host_memory_gb=min(options.host_memory_gb or limit, limit))
         request = {"action": "evaluate", "task": to_dict(task), "solution": to_dict(solution),
                    "options": to_dict(inner), "plugins": plugin_spec(plugins)}
-        mounts = self.state.mounts() + [bind(cache, CACHE_RO), bind(self.state.baselines, BASELINES_RO)]
+        mounts = self.state.mounts() + [bind(self.state.baselines, BASELINES_RO)]
+        mounts += [bind(cache, CACHE_RO)] if cache is not None else []
         device = backend_device(options.backend, plugins)
         with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
             outcome = run_container(self.state.config, request, mounts, judge_budget_s(options),
