@@ -32,6 +32,13 @@ episode runs in a fresh container of the sandbox image, started with the docker 
 - **Baseline timings** measured in a container come back inside the verdict (the judge times them
   before any solution code is imported) and the host, the only writer, adds them to the sandbox's
   ``baselines.json``, which later evaluation containers read.
+
+What still runs on the host: the static guards (text checks of the solution) before a build, and
+the reference analysis that ``profile`` gives for the untouched starter (task code, trusted).
+Limits: inside an evaluation container the judge and the candidate share a user, so what keeps the
+candidate from the judge is what keeps it there on the host (the candidate's own confinement),
+the container adding only that neither can reach the host; the GPU path (device requests with
+/usr mounted read-only) is untested here (no GPU and no NVIDIA container toolkit on the CI host).
 """
 
 from __future__ import annotations
