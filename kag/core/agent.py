@@ -3,9 +3,10 @@
 One episode: make a workspace for the task, start a sandbox on it with the evaluation bridge
 mounted, then alternate policy steps and tool observations until the model stops or a budget
 (turns, context tokens) runs out. Every compile/verify/profile the agent asks for goes through
-the bridge to the trusted evaluator and is recorded on its turn. The episode's result is the best
-correct solution seen (highest speed-up over torch.compile), scored again at the end by the
-trusted evaluator; the reward plugin's value on it is the episode reward.
+the bridge to the trusted evaluator and is recorded on its turn; a sandbox that evaluates itself
+(docker: in containers) is that evaluator, so no solution code of its episodes runs here. The
+episode's result is the best correct solution seen (highest speed-up over torch.compile), scored
+again at the end by the same evaluator; the reward plugin's value on it is the episode reward.
 
 Trusted side: this runs outside the sandbox and reads the agent's workspace only through
 ``read_solution`` (no link followed, nothing outside the workspace; kag.core.safefs).
@@ -26,12 +27,12 @@ import attrs
 from kag import __version__
 from kag.core.analysis import analyse_reference, format_analysis, is_untouched
 from kag.core.bridge import BridgeReply, EvalBridge
-from kag.core.evaluate import EvalOptions, evaluate
+from kag.core.evaluate import EvalOptions
 from kag.core.plugins import Plugins
 from kag.core.policy import PolicyError, PolicyStep
 from kag.core.records import EvalResult, Message, RewardValue, Solution, Task, Trajectory, Turn
-from kag.core.build import build_solution
 from kag.core.report import format_build, format_eval
+from kag.core.sandbox import SandboxEvaluator, build_with, evaluate_with
 from kag.core.toolkit import ToolContext, build_tools, call_tool, observation_message, tool_schemas
 from kag.core.trajectory import TrajectoryWriter
 from kag.core.workspace import WorkspaceError, make_workspace, read_solution, skill_text
@@ -81,18 +82,26 @@ class EpisodeEvaluator:
     the workspace; ``close()`` removes that folder.
     """
 
-    def __init__(self, task: Task, workspace: Path, options: EvalOptions, plugins: Plugins, pool: Any = None):
+    def __init__(self, task: Task, workspace: Path, options: EvalOptions, plugins: Plugins, pool: Any = None,
+                 sandbox: Any = None):
+        """``sandbox``: the episode's handle; when it evaluates itself (``SandboxEvaluator``, e.g.
+        docker), every build and evaluation goes there, so no solution code runs here."""
         self.task, self.workspace, self.options, self.plugins, self.pool = task, workspace, options, plugins, pool
         self.build_dir = Path(tempfile.mkdtemp(prefix="kag-compile-"))
         self._build_lock = threading.Lock()  # close() waits for a compile still writing build_dir
         self._closed = False
+        self.sandbox = sandbox
         self.records: list[tuple[Solution, EvalResult]] = []
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
-        if options.backend != "cpu":  # an episode evaluates again and again: keep a judge started
+        if options.backend != "cpu" and not isinstance(sandbox, SandboxEvaluator):
             from kag.core.judge_process import keep_judges_warm
 
-            keep_judges_warm(1)
+            keep_judges_warm(1)  # an episode evaluates again and again: keep a judge started
+
+    def score(self, solution: Solution, options: EvalOptions | None = None) -> EvalResult:
+        """The trusted verdict, from the sandbox's evaluator when it has one (the final re-score too)."""
+        return evaluate_with(self.sandbox, self.task, solution, options or self.options, self.plugins, self.pool)
 
     def __call__(self, action: str, args: list[str]) -> BridgeReply:
         try:
@@ -104,13 +113,13 @@ class EpisodeEvaluator:
             with self._build_lock:
                 if self._closed:
                     return BridgeReply("compile refused: the episode has ended", 2)
-                built = build_solution(solution, backend, self.build_dir, timeout_s=self.options.timeouts.build_s)
+                built = build_with(self.sandbox, solution, self.options, self.plugins, self.build_dir)
             return BridgeReply(format_build(built, backend.name), 0 if built.ok else 1)
-        if action == "profile" and is_untouched(self.task, solution):  # the paper's analysis step
+        if action == "profile" and is_untouched(self.task, solution):  # the paper's analysis step: reference only
             device = "cuda" if self.options.backend == "cuda" else "cpu"
             return BridgeReply(format_analysis(analyse_reference(self.task, device, self.options.compile_mode)), 0)
         opts = attrs.evolve(self.options, do_timing=False) if action == "verify" else self.options
-        result = evaluate(self.task, solution, opts, self.plugins, pool=self.pool)
+        result = self.score(solution, opts)
         with self._lock:
             self.records.append((solution, result))
             self._pending.append(result)
@@ -162,7 +171,7 @@ class Agent:
             evaluator = None
             with EvalBridge(lambda a, r: evaluator(a, r), tmp / "bridge") as bridge:  # type: ignore[misc]
                 handle = self.sandbox.start(template, bridge_dir=bridge.directory)
-                evaluator = EpisodeEvaluator(task, handle.path(), options, self.plugins, self.pool)
+                evaluator = EpisodeEvaluator(task, handle.path(), options, self.plugins, self.pool, sandbox=handle)
                 ctx = ToolContext.from_sandbox(handle)
                 try:
                     traj.stop_reason = self._loop(task, traj, ctx, evaluator)
@@ -176,7 +185,7 @@ class Agent:
                     evaluator.close()
                     ctx.close()
                     handle.close()
-            traj.result = (evaluate(task, final_solution, options, self.plugins, pool=self.pool)
+            traj.result = (evaluator.score(final_solution)  # after the agent's commands are stopped
                            if final_solution is not None else failed_result(task, options, self.plugins, unscorable))
             traj.reward = traj.result.reward.value if traj.result.reward else None
             return traj, final_solution

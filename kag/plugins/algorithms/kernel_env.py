@@ -5,7 +5,8 @@ training sees exactly the reward ``kag run``/``kag eval`` give. ``kernel-single`
 stage's environment) asks for a whole solution in one message, files in fenced blocks labelled by
 path. ``kernel-agentic`` is the agent loop as an environment: each step is one model message whose
 ``<tool_call>`` blocks run in a sandbox, with compile/verify/profile answered through the
-evaluation bridge; the episode's reward is the best solution seen, re-scored at the end.
+evaluation bridge; the episode's reward is the best solution seen, re-scored at the end (both by
+the sandbox's own evaluator when it has one: with docker, no solution code runs on the host).
 Options (``[environments.kernel-single]`` in a train config): dataset ("kernelbench:PATH",
 "local:DIR", "ops6k:FILE"), level, ids, backend ("cuda", "cpu", "auto"), num_timed, warmup,
 tolerance, reward; kernel-agentic adds max_turns, sandbox, sandbox_options, tools.
@@ -207,11 +208,14 @@ class KernelEnvBase:
             info["invalid_action"] = True
         return StepResult(None, float(reward(result)), True, info)
 
-    def _scored(self, solution: Any, info: dict[str, Any]) -> StepResult:
+    def _scored(self, solution: Any, info: dict[str, Any], evaluator: Any = None) -> StepResult:
+        """``evaluator``: the episode's (``EpisodeEvaluator.score``: in the sandbox when it evaluates
+        itself, as docker does); else the local trusted evaluator."""
         from kag.core.evaluate import evaluate
 
         assert self.task is not None
-        result = evaluate(self.task, solution, self.options, self.plugins)
+        result = evaluator.score(solution) if evaluator is not None else \
+            evaluate(self.task, solution, self.options, self.plugins)
         self.last_result, self.done = result, True
         value = result.reward.value if result.reward else -1.0
         return StepResult(None, float(value), True, {**info, **_result_info(result)})
@@ -311,7 +315,7 @@ class KernelAgenticEnv(KernelEnvBase):
             template = make_workspace(self.task, ep.tmp / "template", backend=self.backend)
             ep.bridge = EvalBridge(lambda action, args: ep.evaluator(action, args), ep.tmp / "bridge")
             ep.handle = self.sandbox.start(template, bridge_dir=ep.bridge.directory)
-            ep.evaluator = EpisodeEvaluator(self.task, ep.handle.path(), self.options, self.plugins)
+            ep.evaluator = EpisodeEvaluator(self.task, ep.handle.path(), self.options, self.plugins, sandbox=ep.handle)
             ep.ctx = ToolContext.from_sandbox(ep.handle)
             skill = skill_text()
         except Exception:
@@ -380,9 +384,9 @@ class KernelAgenticEnv(KernelEnvBase):
             result = self._failure(f"no solution to score: {exc}", invalid=False)
             result.info["stop_reason"] = stop_reason
             return result
-        self.close()
+        self.close()  # the agent's commands stop before the final re-score (in the sandbox if it evaluates)
         return self._scored(solution, {"stop_reason": stop_reason, "best_from": "profiled" if best else "workspace",
-                                       "turns": ep.turns})
+                                       "turns": ep.turns}, evaluator=ep.evaluator)
 
     def close(self) -> None:
         """Stop the sandbox and the bridge, remove the episode's files (safe to call twice)."""
