@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Device calls for issues 12-13 (the measurement and the isolation of the trusted evaluator).
+# Stages, in one call or several: smoke (doctor + 6 corpus cases), corpus (every CUDA case with the
+# static guards on; timed calls where a case needs them), nostatic (every CUDA case with every
+# static guard off), fidelity (kag's speed-up vs CUPTI kernel times), latency (kag score through
+# kag serve on level-1 ReLU), gputests (the GPU test files). Logs and tables go to $OUT.
+#   bash bench/device_issue12.sh smoke fidelity ...
+source bench/device_env.sh
+for stage in "$@"; do
+  case "$stage" in
+    smoke)
+      step "kag doctor"
+      kag doctor
+      step "smoke: six corpus cases on the GPU"
+      timeout 300 python3 bench/adversarial.py --jobs 2 \
+        --only example_relu,timer_harness_object,skip_cpp_counter,judge_memory_python,escape_cpp_fork,spot_hooks_cpp \
+        2>&1 | tee "$OUT/smoke.log" | cut -c1-220 ;;
+    corpus)
+      step "adversarial corpus (CUDA), static guards on"
+      timeout 560 python3 bench/adversarial.py --jobs 4 --no-timing 2>&1 | tee "$OUT/corpus.log" | cut -c1-200 ;;
+    nostatic)
+      step "adversarial corpus (CUDA), every static guard off"
+      timeout 560 python3 bench/adversarial.py --jobs 4 --no-timing --no-static-guards 2>&1 \
+        | tee "$OUT/nostatic.log" | cut -c1-200 ;;
+    fidelity)
+      step "timing fidelity vs CUPTI kernel times"
+      timeout 560 python3 bench/fidelity.py ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} 2>&1 | tee "$OUT/fidelity.log" \
+        | grep -v '^{' ;;
+    latency)
+      step "kag score --server on level-1 ReLU"
+      (kag serve > "$OUT/serve.log" 2>&1 &)
+      for _ in $(seq 1 60); do [ -S "/tmp/kag-$(id -u)/eval.sock" ] && break; sleep 1; done
+      export KAG_EVAL_SERVER="/tmp/kag-$(id -u)/eval.sock"
+      task=examples/kernelbench_sample/level1/19_ReLU.py
+      for i in 1 2 3 4; do
+        t0=$(date +%s.%N)
+        kag score --task $task --solution examples/relu/cuda --json > "$OUT/latency_$i.json" 2> "$OUT/latency_$i.err"
+        python3 -c "print(f'kag score --server, run $i: {$(date +%s.%N) - $t0:.2f} s')"
+      done
+      python3 -c "import json,sys; d=json.load(open('$OUT/latency_4.json')); print(d['reward'], d['times_ms'], d['durations_s'], d['metadata'].get('calibration'), d['metadata'].get('confinement'))" ;;
+    gputests)
+      step "GPU test files"
+      timeout 560 python3 -m pytest -q -m "gpu" tests/core/test_evaluate_gpu.py tests/plugins/backends/test_cuda.py \
+        2>&1 | tail -15 ;;
+  esac
+done
