@@ -28,6 +28,8 @@ import attrs
 
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x4000, 1 << 18, 2, 4, 8
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "LC_")
 ENV_KEEP = ("PATH", "LANG", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "TERM",
             "KAG_TRACE")
@@ -73,6 +75,8 @@ class CandidatePlan:
         if self.namespaces and is_root():
             if _unshare(CLONE_NEWNET):
                 self.applied.append("network namespace")
+            if os.getpid() == 1 and own_proc():  # the first process of its own PID namespace
+                self.applied.append("pid namespace (own /proc)")
         os.environ.clear()
         os.environ.update(minimal_env({"HOME": self.tmp_dir, "TMPDIR": self.tmp_dir}))
         tempfile.tempdir = None
@@ -88,6 +92,18 @@ class CandidatePlan:
                                             devices=tuple(confine.device_paths(self.cuda)))
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
+
+
+def own_proc() -> bool:
+    """In a new mount namespace, mount a /proc of this PID namespace over the host's: CUDA's driver
+    reads /proc/<getpid()>, which must be this process (pid 1 here), and no other process of the
+    machine is visible at all."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not _unshare(CLONE_NEWNS):
+        return False
+    if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return False
+    return libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None) == 0
 
 
 ABORT_STATUS = int(signal.SIGABRT)  # the exit status of a candidate that called abort() as pid 1
