@@ -71,6 +71,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="evaluations in flight (builds overlap)")
     parser.add_argument("--no-static-guards", action="store_true", help="switch off every guard's source check")
     parser.add_argument("--family", action="store_true", help="only the issue 12/13 families")
+    parser.add_argument("--static-relevant", action="store_true",
+                        help="only the cases a static guard can see (static cases and the families): the others' "
+                             "sources pass every static check (tests/adversarial/test_static_cases.py), so "
+                             "switching the static guards off changes nothing for them")
     args = parser.parse_args()
     k, _, n = args.shard.partition("/")
     if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
@@ -82,7 +86,8 @@ def main() -> int:
     backend = "cpu" if args.cpu else "cuda"
     only = {n for n in args.only.split(",") if n}
     static = not args.no_static_guards
-    selected = [c for c in cases(backend) if (not only or c.name in only) and (c.family or not args.family)]
+    selected = [c for c in cases(backend) if (not only or c.name in only) and (c.family or not args.family)
+                and (c.family or c.static or not args.static_relevant)]
     selected = selected[int(k) - 1::int(n)]
     plugins = guard_plugins()
     rows = []

@@ -17,14 +17,15 @@ for stage in "$@"; do
         2>&1 | tee "$OUT/smoke.log" | cut -c1-220 ;;
     corpus)
       step "adversarial corpus (CUDA), static guards on"
-      timeout 560 python3 bench/adversarial.py --jobs 4 --no-timing 2>&1 | tee "$OUT/corpus.log" | cut -c1-200 ;;
+      timeout 330 python3 bench/adversarial.py --jobs 4 --no-timing 2>&1 | tee "$OUT/corpus.log" | cut -c1-200
+      mkdir -p "$OUT/static_on" && mv "$OUT"/adversarial.* "$OUT/static_on/" ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off"
-      timeout 560 python3 bench/adversarial.py --jobs 4 --no-timing --no-static-guards 2>&1 \
+      timeout 560 python3 bench/adversarial.py --jobs 4 --no-timing --no-static-guards --static-relevant 2>&1 \
         | tee "$OUT/nostatic.log" | cut -c1-200 ;;
     fidelity)
       step "timing fidelity vs CUPTI kernel times"
-      timeout 560 python3 bench/fidelity.py ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} 2>&1 | tee "$OUT/fidelity.log" \
+      timeout 400 python3 bench/fidelity.py --iters 20 ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} 2>&1 | tee "$OUT/fidelity.log" \
         | grep -v '^{' ;;
     latency)
       step "kag score --server on level-1 ReLU"

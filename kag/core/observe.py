@@ -97,7 +97,8 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
 
     for e in events:
         if e.device_type == cuda:
-            obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
+            if e.name != FORWARD_RANGE:  # the range's own mark on the GPU timeline is not a kernel
+                obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name
         if name == FORWARD_RANGE or not inside(e.time_range.start):

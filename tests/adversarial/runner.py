@@ -105,8 +105,9 @@ def matches(case: Case, result: EvalResult, static_guards: bool = True) -> bool:
     nothing behind. Without the static guards, ``case.no_static_outcomes`` are accepted instead."""
     if side_effects(case, result) is not None:
         return False
-    if static_guards and case.family and result.violations and result.reward and result.reward.value == -1:
-        return True  # caught before it ran; the run without static guards shows the runtime defence
+    if static_guards and case.family and result.reward and result.reward.value == -1 and result.violations \
+            and all(v.detail.startswith(("model_new.py:", "kernels/")) for v in result.violations):
+        return True  # caught in its sources before it ran; the run without static guards shows the runtime defence
     if not static_guards:
         outcomes = case.no_static_outcomes
         if "fail" in outcomes and result.reward is not None and result.reward.value == -1:
