@@ -61,6 +61,22 @@ def markdown(rows: list[dict], device: str, backend: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_tables(rows: list[dict], backend: str, static: bool) -> None:
+    """adversarial[_no_static].{json,md} in $OUT (rewritten after every case: a run cut short by a
+    time limit still leaves its table)."""
+    out = os.environ.get("OUT")
+    if not out:
+        return
+    import torch
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    stem = "adversarial" if static else "adversarial_no_static"
+    fps = sum(r["honest"] and not r["ok"] for r in rows)
+    Path(out, f"{stem}.json").write_text(json.dumps({"device": device, "backend": backend, "rows": rows,
+                                                     "static_guards": static, "false_positives": fps}, indent=1))
+    Path(out, f"{stem}.md").write_text(markdown(rows, device, backend + ("" if static else ", static guards off")))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of case names")
@@ -118,6 +134,7 @@ def main() -> int:
                          "seconds": round(seconds, 2), "gpu_mem_delta_mb": delta, "honest": case.honest})
             print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} "
                   f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
+            write_tables(rows, backend, static)
     if args.jobs > 1 and base is not None:
         from kag.core.judge_process import keep_judges_warm
 
@@ -130,16 +147,7 @@ def main() -> int:
     wrong = [r for r in rows if not r["ok"]]
     false_positives = [r for r in rows if r["honest"] and not r["ok"]]
     print(f"\n{len(rows) - len(wrong)}/{len(rows)} verdicts right; false positives: {len(false_positives)}")
-    out = os.environ.get("OUT")
-    if out:
-        import torch
-
-        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-        stem = "adversarial" if static else "adversarial_no_static"
-        Path(out, f"{stem}.json").write_text(json.dumps({"device": device, "backend": backend, "rows": rows,
-                                                         "static_guards": static,
-                                                         "false_positives": len(false_positives)}, indent=1))
-        Path(out, f"{stem}.md").write_text(markdown(rows, device, backend + ("" if static else ", static guards off")))
+    write_tables(rows, backend, static)
     return 1 if wrong else 0
 
 

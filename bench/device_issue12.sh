@@ -21,7 +21,7 @@ for stage in "$@"; do
       mkdir -p "$OUT/static_on" && mv "$OUT"/adversarial.* "$OUT/static_on/" ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off"
-      timeout 560 python3 bench/adversarial.py --jobs 4 --no-timing --no-static-guards --static-relevant 2>&1 \
+      timeout 250 python3 bench/adversarial.py --jobs 4 --no-timing --no-static-guards --static-relevant 2>&1 \
         | tee "$OUT/nostatic.log" | cut -c1-200 ;;
     fidelity)
       step "timing fidelity vs CUPTI kernel times"
