@@ -39,6 +39,10 @@ for stage in "$@"; do
         python3 -c "print(f'kag score --server, run $i: {$(date +%s.%N) - $t0:.2f} s')"
       done
       python3 -c "import json,sys; d=json.load(open('$OUT/latency_4.json')); print(d['reward'], d['times_ms'], d['durations_s'], d['metadata'].get('calibration'), d['metadata'].get('confinement'))" ;;
+    retry)
+      step "the static-off misses of the last call, after their fix"
+      timeout 120 python3 bench/adversarial.py --no-timing --no-static-guards \
+        --only cublas_forbidden,tf32_flag,background_thread 2>&1 | tee "$OUT/retry.log" | cut -c1-200 ;;
     gputests)
       step "GPU test files"
       timeout 560 python3 -m pytest -q -m "gpu" tests/core/test_evaluate_gpu.py tests/plugins/backends/test_cuda.py \

@@ -31,9 +31,8 @@ SAMPLE = REPO / "examples" / "kernelbench_sample"
 
 # (name, example solution, KernelBench file, {module-level constant: value} to scale it down)
 TASKS = [
-    ("relu@16x16k", "relu", "level1/19_ReLU.py", {"batch_size": 16, "dim": 16384}),
-    ("relu@64x64k", "relu", "level1/19_ReLU.py", {"batch_size": 64, "dim": 65536}),
-    ("sigmoid@256x128k", "sigmoid", "level1/21_Sigmoid.py", {"batch_size": 256, "dim": 131072}),
+    ("relu@128x64k", "relu", "level1/19_ReLU.py", {"batch_size": 128, "dim": 65536}),
+    ("sigmoid@512x128k", "sigmoid", "level1/21_Sigmoid.py", {"batch_size": 512, "dim": 131072}),
     ("diag_matmul", "diag_matmul", "level1/12_Matmul_with_diagonal_matrices_.py", {}),
     ("gemm_divide_sum_scaling", "gemm_divide_sum_scaling", "level2/14_Gemm_Divide_Sum_Scaling.py", {}),
     ("relu", "relu", "level1/19_ReLU.py", {}),

@@ -83,13 +83,16 @@ class CallObserver:
 
 
 def summarize_events(events: list[Any], obs: Observations) -> None:
-    """Fill ``obs`` from profiler events: operators and markers whose start falls inside a forward
-    range (any thread), and every GPU kernel."""
+    """Fill ``obs`` from profiler events: operators and markers that start inside a forward range
+    (any thread) or on any thread but the harness's (a thread the solution started works for it,
+    whenever it runs), and every GPU kernel."""
     import torch
 
     cuda = torch.autograd.DeviceType.CUDA
-    ranges = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == FORWARD_RANGE)
+    marks = [e for e in events if e.name == FORWARD_RANGE and e.device_type != cuda]
+    ranges = sorted((e.time_range.start, e.time_range.end) for e in marks)
     starts = [r[0] for r in ranges]
+    harness = {getattr(e, "thread", None) for e in marks}
 
     def inside(t: float) -> bool:
         i = bisect.bisect_right(starts, t) - 1
@@ -101,7 +104,7 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name
-        if name == FORWARD_RANGE or not inside(e.time_range.start):
+        if name == FORWARD_RANGE or (getattr(e, "thread", None) in harness and not inside(e.time_range.start)):
             continue
         if name.startswith(("aten::", "prim::")):
             obs.ops[name] = obs.ops.get(name, 0) + 1

@@ -22,7 +22,9 @@ GLOBAL_FN = re.compile(r"__global__\s+(?:[\w:<>,\s\*&]*?\s)?(?:__launch_bounds__
 ALWAYS_ALLOWED = re.compile(r"^(Memcpy|Memset|cudaMemcpy|cudaMemset)|FillFunctor|fill_kernel", re.IGNORECASE)
 CUBLAS_KERNELS = re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitKreduce|dot_kernel|gemmk1|"
                             r"reduce_1Block_kernel|axpy|scal_kernel|trsm|syrk", re.IGNORECASE)
-CUDNN_KERNELS = re.compile(r"cudnn|conv|fprop|dgrad|wgrad|winograd|fft|implicit|xmma|cutlass|"
+# Conv kernels name their pass (fprop/dgrad/wgrad, implicit GEMM); "xmma"/"cutlass" alone are GEMM
+# kernels too, so they are cuBLAS's, and a cuBLAS kernel is not let through as cuDNN's.
+CUDNN_KERNELS = re.compile(r"cudnn|conv|fprop|dgrad|wgrad|winograd|fft|implicit|"
                            r"nchwToNhwc|nhwcToNchw|im2col|precomputed|scudnn|tensorTransform", re.IGNORECASE)
 FOREIGN_NAMESPACES = ("at::", "c10::", "torch::", "triton")
 
