@@ -108,6 +108,7 @@ class CandidateProcess:
         os.set_blocking(self.done_r, False)
         self.exitcode: int | None = None
         self.stopped = False
+        self.stop_sent = False
         self.spin = False  # poll for done (a GPU machine has cores to spare) instead of sleeping
         self.probe: Callable[[float], None] | None = None  # the judge's GPU-idle probe
 
@@ -138,22 +139,29 @@ class CandidateProcess:
                 return
             time.sleep(0.005)
 
-    def stop(self) -> None:
-        """SIGSTOP, confirmed: from here until ``resume`` nothing of the candidate runs on a CPU."""
-        if self.stopped or self.exitcode is not None:
+    def stop(self, confirm: bool = True) -> None:
+        """SIGSTOP: once delivered, nothing of the candidate runs on a CPU until ``resume``. The
+        signal stops the thread running in user space at once; ``confirm`` waits until every thread
+        has stopped (a CUDA driver thread inside an ioctl takes a while: not part of any window)."""
+        if self.exitcode is not None:
             return
-        try:
-            os.kill(self.pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            self._reap(0)
-            return
-        while not self.stopped and not self._reap(os.WUNTRACED):
-            pass
+        if not self.stop_sent:
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                self._reap(0)
+                return
+            self.stop_sent = True
+        if confirm:
+            while not self.stopped and not self._reap(os.WUNTRACED):
+                pass
 
     def resume(self) -> None:
+        if self.stop_sent and not self.stopped:
+            self.stop()  # a stop must be complete before the next resume, or its report arrives late
         if self.stopped and self.exitcode is None:
             os.kill(self.pid, signal.SIGCONT)
-        self.stopped = False
+        self.stopped = self.stop_sent = False
 
     def kill(self) -> None:
         from kag.core.isolation import sweep_descendants
@@ -231,10 +239,12 @@ class CandidateProcess:
         t0 = time.perf_counter()
         word = self.ring(OP_NULL if null else OP_CALL, index)
         self.wait_done(word, timeout_s, phase)
-        self.stop()  # first: nothing can be launched after the answer
+        self.stop(confirm=False)  # first: nothing can be launched after the answer
         if self.probe is not None:
             self.probe(timeout_s)
-        return time.perf_counter() - t0
+        window = time.perf_counter() - t0
+        self.stop()
+        return window
 
     def exchange(self, msg: tuple, timeout_s: float, phase: str, expect: str | None = None,
                  stop: bool = True) -> tuple[tuple, float]:
@@ -247,10 +257,13 @@ class CandidateProcess:
         if expect is not None and reply[0] != expect:
             raise CandidateFailure("exception", f"{phase}: unexpected reply {reply[0]!r}")
         if stop:
-            self.stop()
+            self.stop(confirm=False)
         if self.probe is not None:
             self.probe(timeout_s)
-        return reply, time.perf_counter() - t0
+        window = time.perf_counter() - t0
+        if stop:
+            self.stop()
+        return reply, window
 
     # -- the control channel --------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
