@@ -36,7 +36,22 @@ from kag.core.trace import mark
 
 OP_CALL, OP_NULL, OP_MSG = 1, 2, 3
 WORD = struct.Struct("<Q")
+COUNT = struct.Struct("<I")
+EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory
 SPIN_S = 0.002  # how long to poll the doorbell before sleeping on it
+
+
+def extents(out: Any, on_cpu: bool) -> bytes:
+    """The done message's tail: where each output tensor's bytes are (CPU, contiguous), so the
+    judge reads them from this stopped process instead of asking it for them later."""
+    from kag.core.guarding import iter_tensors
+
+    found = []
+    if on_cpu:
+        for t in iter_tensors(out):
+            ok = t.device.type == "cpu" and t.is_contiguous()
+            found.append(EXTENT.pack(t.data_ptr() if ok else 0, t.numel() * t.element_size() if ok else 0))
+    return COUNT.pack(len(found)) + b"".join(found)
 
 
 def pack(op: int, arg: int = 0) -> bytes:
@@ -149,6 +164,7 @@ class Harness:
         self.inputs: list[Any] = []
         self.last: Any = None
         self.observer: Any = None
+        self.observations: Any = None  # the counts of the sessions that ended
         self.snapshot: dict[str, Any] = {}
         self.own_times: list[float] = []
         self.model: Any = None
@@ -173,9 +189,11 @@ class Harness:
                 if op == OP_CALL:
                     phase = f"call {arg}"
                     self.call(word)
-                elif op == OP_NULL:
+                elif op == OP_NULL:  # the path of a call, with nothing in it
+                    with self.observer.forward_range(count=False) if self.observer else _null():
+                        pass
                     self.synchronize()
-                    self.ring_done(word)
+                    self.ring_done(word + extents((), True))
                 elif op == OP_MSG:
                     msg = self.ctrl.recv()
                     phase = str(msg[0])
@@ -201,7 +219,7 @@ class Harness:
         self.synchronize()
         self.own_times.append((self.clock() - start) * 1000.0)
         old, self.last = self.last, out
-        self.ring_done(word)
+        self.ring_done(word + extents(out, self.device == "cpu"))
         del old  # the previous output is freed after the answer, as a baseline's is after its timer
 
     def handle(self, op: str, arg: Any) -> bool | None:
@@ -218,10 +236,11 @@ class Harness:
         elif op == "buffers":
             self.inputs = list(allocate(arg, fill=False))
             self.send(("buffers", self.inputs))
-        elif op == "observe":
+        elif op == "observe":  # a new session (the running one's counts are kept)
             from kag.core.observe import CallObserver
 
-            self.observer = CallObserver(self.device)
+            self.collect()
+            self.observer = CallObserver(self.device, kernels=bool((arg or {}).get("kernels", True)))
             self.observer.start()
             self.send(("observing", None))
         elif op == "post":
@@ -316,19 +335,32 @@ class Harness:
         it), then hand the output over if asked. Nothing runs after the reply."""
         from kag.core.guarding import iter_tensors, poison_shapes, tensor_shapes
 
-        if self.last is not None:
-            self.shapes = tensor_shapes(iter_tensors(self.last))
-        if self.shapes and arg.get("poison", True):
-            poison_shapes(self.shapes)
-            self.synchronize()
-        self.send(("post", arg.get("call"), self.last if arg.get("send") else None))
+        with self.observer.post_range() if self.observer else _null():
+            if self.last is not None:
+                self.shapes = tensor_shapes(iter_tensors(self.last))
+            if self.shapes and arg.get("poison", True):
+                poison_shapes(self.shapes)
+                self.synchronize()
+            self.send(("post", arg.get("call"), self.last if arg.get("send") else None))
+
+    def collect(self) -> None:
+        """Stop the running session, if any, and keep its counts."""
+        from kag.core.observe import Observations
+
+        if self.observer is not None:
+            found = self.observer.stop()
+            if self.observations is None:
+                self.observations = Observations()
+            self.observations.merge(found)
+            self.observer = None
 
     def finish(self) -> None:
         from kag.core.guarding import compare_identities
         from kag.core.observe import Observations
         from kag.core.records import to_dict
 
-        obs = self.observer.stop() if self.observer else Observations(error="the observer was never started")
+        self.collect()
+        obs = self.observations or Observations(error="the observer was never started")
         try:
             obs.replaced = sorted({v.detail.split(" ", 1)[0] for v in compare_identities(self.snapshot)})[:50]
         except Exception:  # noqa: BLE001

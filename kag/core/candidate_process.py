@@ -16,7 +16,7 @@ import signal
 import time
 from typing import Any, Callable
 
-from kag.core.candidate import OP_CALL, OP_MSG, OP_NULL, WORD, pack
+from kag.core.candidate import COUNT, EXTENT, OP_CALL, OP_MSG, OP_NULL, WORD, pack
 from kag.core.isolation import ABORT_STATUS
 
 
@@ -111,6 +111,8 @@ class CandidateProcess:
         self.stop_sent = False
         self.spin = False  # poll for done (a GPU machine has cores to spare) instead of sleeping
         self.probe: Callable[[float], None] | None = None  # the judge's GPU-idle probe
+        self.extents: list[tuple[int, int]] = []  # of the last call's outputs (CPU), from its answer
+        self._mem: int | None = None
 
     # -- process state --------------------------------------------------------------------------
     def _reap(self, flags: int) -> bool:
@@ -186,7 +188,9 @@ class CandidateProcess:
                 pass
             self.join(timeout=grace_s)
         self.kill()
-        for fd in (self.go_w, self.done_r):
+        for fd in (self.go_w, self.done_r, self._mem):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -203,18 +207,24 @@ class CandidateProcess:
         return word
 
     def wait_done(self, word: bytes, timeout_s: float, phase: str) -> None:
-        """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise)."""
+        """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise),
+        with where its outputs are (``self.extents``: (address, bytes) per output tensor)."""
         deadline = time.monotonic() + timeout_s
         got = b""
+        need = WORD.size + COUNT.size
         while True:
             try:
-                chunk = os.read(self.done_r, WORD.size - len(got))
+                chunk = os.read(self.done_r, need - len(got))
                 if not chunk:
                     raise self._closed(f"during {phase}")
                 got += chunk
-                if len(got) == WORD.size:
-                    if got != word:
+                if len(got) == WORD.size + COUNT.size and need == len(got):
+                    if got[:WORD.size] != word:
                         raise CandidateFailure("exception", f"{phase}: the candidate answered another call")
+                    need += EXTENT.size * COUNT.unpack(got[WORD.size:])[0]
+                if len(got) == need:
+                    tail = got[WORD.size + COUNT.size:]
+                    self.extents = [EXTENT.unpack_from(tail, i) for i in range(0, len(tail), EXTENT.size)]
                     return
                 continue
             except BlockingIOError:
@@ -264,6 +274,19 @@ class CandidateProcess:
         if stop:
             self.stop()
         return reply, window
+
+    def read_memory(self, address: int, size: int) -> bytes:
+        """``size`` bytes of the (stopped) candidate's memory, read from outside it."""
+        if self._mem is None:
+            self._mem = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+        chunks, done = [], 0
+        while done < size:
+            chunk = os.pread(self._mem, min(size - done, 64 << 20), address + done)
+            if not chunk:
+                raise OSError(f"short read of the candidate's memory at {address + done:#x}")
+            chunks.append(chunk)
+            done += len(chunk)
+        return b"".join(chunks)
 
     # -- the control channel --------------------------------------------------------------------
     def send(self, msg: tuple) -> None:

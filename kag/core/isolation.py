@@ -85,6 +85,7 @@ class CandidatePlan:
             self.applied.append("no capabilities")
         confine.set_no_new_privs()
         self.applied.append("no_new_privs")
+        confine.set_dumpable(True)  # the judge (its parent, outside its sandbox) reads its outputs from /proc/<pid>/mem
         if os.getpid() == 1:  # init of its PID namespace: the kernel ignores signals it sends itself
             abort_exits()
         if self.landlock and confine.landlock_abi() > 0:

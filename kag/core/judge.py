@@ -16,6 +16,7 @@ import io
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 from typing import Any, Callable
@@ -72,6 +73,9 @@ class Judge:
         self.ref64 = Float64Reference(self.model, self.make_inputs)
         self.tolerance = self.plugins.create("tolerance", spec["tolerance"]).tolerance
         self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
+        from kag.core.judge_timing import CandidateTiming
+
+        self.check_timing = CandidateTiming()  # the checks' calls (none in profile mode)
 
     # -- inputs ---------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list[Any]:
@@ -182,6 +186,9 @@ class Judge:
         self.free()
         self.cal = PathCalibration()
         phase = "calibrating the candidate's path"
+        # the profiler is on from here to the last timed call; the path is calibrated under the
+        # session the timed calls run under (no GPU kernel records: kag.core.observe)
+        cand.exchange(("observe", {"kernels": False}), load_s, phase, expect="observing")
         for i in range(NULL_CALLS):
             self.cal.null_s.append(cand.call(i, load_s, phase, null=True))
         for _ in range(POST_CALIBRATIONS):
@@ -207,7 +214,7 @@ class Judge:
         reply, _ = cand.exchange(("buffers", input_description(self.local, self.device)), load_s,
                                  "allocating the input buffer", expect="buffers")
         self.buffer = list(reply[1])
-        cand.exchange(("observe", None), load_s, "starting the observer", expect="observing")
+        cand.exchange(("observe", {"kernels": True}), load_s, "starting the observer", expect="observing")
         self.report["durations_s"]["load"] = round(time.perf_counter() - start, 3)
         return cand
 
@@ -217,6 +224,27 @@ class Judge:
         if reply[1] != k:
             raise CandidateFailure("exception", f"{phase}: the candidate handed over the output of another call")
         return reply[2], window
+
+    def outputs_as_answered(self, cand: CandidateProcess, ref: Any) -> Any:
+        """On the CPU: the outputs of the last call read from the stopped candidate's memory where
+        its answer said they are, so nothing it does after answering can change them (no work can
+        be put off until the output is asked for). None when that is not possible (GPU memory, an
+        output that is not a contiguous tensor laid out as the reference's)."""
+        import torch
+
+        from kag.core.guarding import iter_tensors
+        from kag.core.judge_inputs import replace_tensors
+
+        tensors = list(iter_tensors(ref))
+        if self.cuda or not tensors or len(tensors) != len(cand.extents):
+            return None
+        read = []
+        for t, (address, size) in zip(tensors, cand.extents):
+            if not address or size != t.numel() * t.element_size():
+                return None
+            data = bytearray(cand.read_memory(address, size))
+            read.append(torch.frombuffer(data, dtype=t.dtype).reshape(t.shape))
+        return replace_tensors(ref, iter(read))
 
     def check(self, cand: CandidateProcess) -> bool:
         """The correctness checks: fresh secret inputs in the shared buffer, one call each (the same
@@ -267,6 +295,8 @@ class Judge:
         deadline = time.monotonic() + spec["timeouts"]["timing_s"]
         chosen = choose_rechecked(iters, spec["do_correctness"])
         timing = CandidateTiming()
+        cand.exchange(("observe", {"kernels": False}), spec["timeouts"]["load_s"], "starting the timing observer",
+                      expect="observing")
         start = time.perf_counter()
         self.report["rechecked_calls"] = len(chosen)
         spent = {"refill": 0.0, "calls": 0.0, "rechecks": 0.0}  # where the judge's time went
@@ -289,12 +319,14 @@ class Judge:
             timing.windows_s.append(window)
             if i in chosen:
                 seed = self.timed_seed(k + 100_000)
-                out, post_window = self.post(cand, k + 100_000, left, "timing")
-                timing.post_s.append(post_window)
                 inputs = self.make_inputs(seed)
                 with torch.no_grad():
                     ref = self.model(*inputs)
                 del inputs
+                out = self.outputs_as_answered(cand, ref)
+                if out is None:  # on a GPU: the candidate hands them over (a measured window)
+                    out, post_window = self.post(cand, k + 100_000, left, "timing")
+                    timing.post_s.append(post_window)
                 mismatch = self.compare(ref, out, seed, f"timed call {i}")
                 del ref, out
                 spent["rechecks"] += time.perf_counter() - t2
@@ -355,6 +387,11 @@ class Judge:
             self.report["violations"].append({"guard": str(v.guard), "detail": str(v.detail)})
         self.report["observed"] = {"calls": obs.calls, "ops": dict(sorted(obs.ops.items())[:20]),
                                    "kernels": len(obs.kernels), "error": obs.error}
+        if obs.post_ops:  # solution code ran when an output was asked for: the work after the call
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(obs.post_ops.items())[:5])
+            self.report["violations"].append({"guard": "evaluator", "detail": (
+                f"timing: the candidate ran {ops} while handing an output over: work done after its call "
+                f"returned, where the call's time does not count it")})
         if timed and "candidate" in self.report["times_ms"]:
             why = cross_check(own[-self.spec["num_timed"]:], self.report["times_ms"]["candidate"])
             if why:
@@ -458,6 +495,7 @@ def judge_main(conn: Any) -> None:
                       error=f"the judge failed (reference model or evaluator): {describe_exception(exc)}")
     finally:
         early.close()
+        shutil.rmtree(plan.tmp_dir, ignore_errors=True)
         report["candidate_output"] = capture.close()
         report.setdefault("durations_s", {})["judge"] = round(time.perf_counter() - start, 3)
         # JSON text, not pickled objects: a torch type left in the report would make the

@@ -60,3 +60,16 @@ def clone_tree(obj: Any) -> Any:
     if type(obj) is dict:
         return {k: clone_tree(v) for k, v in obj.items()}
     return obj
+
+
+def replace_tensors(obj: Any, tensors: Any) -> Any:
+    """``obj`` with each tensor replaced, in order, by the next of ``tensors`` (same structure)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return next(tensors)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(replace_tensors(x, tensors) for x in obj)
+    if isinstance(obj, dict):
+        return {k: replace_tensors(v, tensors) for k, v in obj.items()}
+    return obj

@@ -1,10 +1,14 @@
 """What the candidate's calls did, as a profiler running through every one of them saw it.
 
-``CallObserver`` runs in the candidate process (untrusted side): the judge starts it before the
-first correctness check and stops it after the last timed call, so every call, checked or timed,
-runs under the same hooks and a solution cannot tell a watched call from another. It records the
-PyTorch operators that ran inside ``ModelNew.forward`` (Kineto's RecordFunction sees Python and
-C++ callers alike), the GPU kernels launched (CUPTI) and torch.compile's markers.
+``CallObserver`` runs in the candidate process (untrusted side). A profiler session is on from
+before the candidate's path is calibrated to after its last timed call, so every call, checked or
+timed, runs with the profiler enabled and a solution cannot tell a watched call from another. It
+records the PyTorch operators that ran inside ``ModelNew.forward`` (Kineto's RecordFunction sees
+Python and C++ callers alike, on any thread), torch.compile's markers and, during the correctness
+checks, the GPU kernels launched (CUPTI). CUPTI's kernel records cost the calls about half a
+millisecond each on the H100, so timed calls run under a session without them; which activities a
+session records is not visible from Python (``_profiler_enabled()`` is true in both), only from
+C++ into Kineto's internals.
 
 ``Observations`` is plain data; the judge's guard plugins read it (``check_observations``). It is
 a report from an untrusted process: a policy signal, not a measurement. Timing and correctness
@@ -19,6 +23,10 @@ from typing import Any
 import attrs
 
 FORWARD_RANGE = "kag::forward"
+POST_RANGE = "kag::post"  # the hand-over of an output: the harness allocates and fills poison, nothing else
+# (and, on the CPU, moving the output into shared memory: copy_, set_)
+HARNESS_POST_OPS = frozenset({"aten::empty", "aten::fill_", "aten::empty_strided", "aten::lift_fresh", "aten::copy_",
+                              "aten::set_"})
 COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "CompiledFxGraph",
                     "TorchDynamo Cache Lookup")
 
@@ -32,14 +40,25 @@ class Observations:
     kernels: dict[str, int] = attrs.field(factory=dict)  # GPU kernels launched while observing
     compiled: list[str] = attrs.field(factory=list)  # torch.compile markers inside forward
     replaced: list[str] = attrs.field(factory=list)  # evaluator objects model_new replaced
+    post_ops: dict[str, int] = attrs.field(factory=dict)  # operators run while handing an output over
     error: str | None = None
+
+    def merge(self, other: "Observations") -> None:
+        """Add another session's counts (the checks' session, then the timed calls')."""
+        self.calls += other.calls
+        for mine, theirs in ((self.ops, other.ops), (self.kernels, other.kernels), (self.post_ops, other.post_ops)):
+            for name, n in theirs.items():
+                mine[name] = mine.get(name, 0) + n
+        self.compiled += [m for m in other.compiled if m not in self.compiled]
+        self.error = self.error or other.error
 
 
 class CallObserver:
     """A profiler session spanning all of a candidate's calls; ``forward_range`` marks each call."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, kernels: bool = True) -> None:
         self.device = device
+        self.kernels = kernels  # record GPU kernels (CUPTI): the checks do, the timed calls do not
         self._prof: Any = None
         self.calls = 0
         self.error: str | None = None
@@ -48,7 +67,7 @@ class CallObserver:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU]
-        if self.device.startswith("cuda"):
+        if self.device.startswith("cuda") and self.kernels:
             activities.append(ProfilerActivity.CUDA)
         try:
             self._prof = profile(activities=activities)
@@ -57,14 +76,23 @@ class CallObserver:
             self._prof = None
             self.error = f"the profiler could not start: {type(exc).__name__}: {exc}"
 
-    def forward_range(self) -> Any:
-        """A context marking one call of forward (the ops inside it are the solution's)."""
+    def forward_range(self, count: bool = True) -> Any:
+        """A context marking one call of forward (the ops inside it are the solution's); the
+        calibration's null calls go through it too, uncounted."""
         import contextlib
 
         from torch.autograd.profiler import record_function
 
-        self.calls += 1
+        self.calls += int(count)
         return record_function(FORWARD_RANGE) if self._prof is not None else contextlib.nullcontext()
+
+    def post_range(self) -> Any:
+        """A context marking the hand-over of an output."""
+        import contextlib
+
+        from torch.autograd.profiler import record_function
+
+        return record_function(POST_RANGE) if self._prof is not None else contextlib.nullcontext()
 
     def stop(self) -> Observations:
         obs = Observations(calls=self.calls, error=self.error)
@@ -90,13 +118,10 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
 
     cuda = torch.autograd.DeviceType.CUDA
     marks = [e for e in events if e.name == FORWARD_RANGE and e.device_type != cuda]
-    ranges = sorted((e.time_range.start, e.time_range.end) for e in marks)
-    starts = [r[0] for r in ranges]
     harness = {getattr(e, "thread", None) for e in marks}
-
-    def inside(t: float) -> bool:
-        i = bisect.bisect_right(starts, t) - 1
-        return i >= 0 and ranges[i][0] <= t <= ranges[i][1]
+    inside = _within([(e.time_range.start, e.time_range.end) for e in marks])
+    in_post = _within([(e.time_range.start, e.time_range.end) for e in events
+                       if e.name == POST_RANGE and e.device_type != cuda])
 
     for e in events:
         if e.device_type == cuda:
@@ -104,9 +129,26 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name
-        if name == FORWARD_RANGE or (getattr(e, "thread", None) in harness and not inside(e.time_range.start)):
+        if name in (FORWARD_RANGE, POST_RANGE):
+            continue
+        if in_post(e.time_range.start) and name.startswith(("aten::", "prim::")) and name not in HARNESS_POST_OPS:
+            obs.post_ops[name] = obs.post_ops.get(name, 0) + 1
+            continue
+        if getattr(e, "thread", None) in harness and not inside(e.time_range.start):
             continue
         if name.startswith(("aten::", "prim::")):
             obs.ops[name] = obs.ops.get(name, 0) + 1
         elif any(marker in name for marker in COMPILED_MARKERS) and name not in obs.compiled:
             obs.compiled.append(name)
+
+
+def _within(spans: list[tuple[float, float]]) -> Any:
+    """A test of whether a time falls inside one of ``spans`` (which do not overlap)."""
+    spans = sorted(spans)
+    starts = [a for a, _ in spans]
+
+    def test(t: float) -> bool:
+        i = bisect.bisect_right(starts, t) - 1
+        return i >= 0 and spans[i][0] <= t <= spans[i][1]
+
+    return test

@@ -157,6 +157,8 @@ ATTACKS: list[Case] = [
              also=(("evaluator", "some calls only"),)),
     *_attack("skip_after_checks", BOTH, "mismatch", "", timed=True, family="skipped work",
              also=(("evaluator", "some calls only"),)),
+    *_attack("lazy_output_harness", BOTH, "mismatch", "timed call", timed=True, family="skipped work",
+             by_backend={"cuda": {"expect": "slow", "also": (("evaluator", "handing an output over"),)}}),
     # -- spotting the watched call: every call is watched alike, so the fallback never runs unseen
     *_attack("spot_hooks_python", BOTH, "ok", timed=True, forbid_output="FALLBACK-TAKEN",
              family="spotting the watched call"),

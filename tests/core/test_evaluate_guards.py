@@ -1,12 +1,11 @@
 """The guards wired into the evaluator (CPU backend, real judge and candidate processes).
 
-This module is also a guard plugin (``test-marker``): the candidate process rebuilds it from its
-module name, which is how a third-party runtime guard reaches the candidate too.
+This module is also a guard plugin (``test-marker``): the judge rebuilds it from its module name,
+which is how a third-party guard judges what the candidate's calls did.
 """
 
 from __future__ import annotations
 
-import os
 import textwrap
 
 import pytest
@@ -15,8 +14,6 @@ from kag.core.evaluate import EvalOptions, Timeouts, evaluate, guard_options
 from kag.core.hookspecs import hookimpl
 from kag.core.plugins import DEFAULT_PLUGINS, Plugins
 from kag.core.records import Solution, Task, Violation
-
-MARK = "KAG_TEST_GUARDED_CALL"
 
 TASK_CODE = textwrap.dedent('''
     import torch
@@ -34,30 +31,25 @@ TASK_CODE = textwrap.dedent('''
 ''')
 
 
-class MarkGuardedCall:
-    """Marks the guarded call in the environment and reports the options it was built with."""
+class ReportObservations:
+    """Reports the options it was built with and what the observer saw of the calls."""
 
     name = "test-marker"
 
     def __init__(self, **options):
         self.options = options
 
-    def check_forward(self, call, info):
-        os.environ[MARK] = "1"
-        try:
-            result = call()
-        finally:
-            os.environ.pop(MARK, None)
-        found = []
-        if self.options.get("tolerance") == "strict":
-            found.append(Violation(self.name, f"options {sorted(self.options.items())} device {info.device} "
-                                              f"solution_dir {bool(info.solution_dir)}"))
-        return result, found
+    def check_observations(self, obs, info):
+        if self.options.get("tolerance") != "strict":
+            return []
+        return [Violation(self.name, f"options {sorted(self.options.items())} device {info.device} "
+                                     f"solution_dir {bool(info.solution_dir)} calls {obs.calls} "
+                                     f"ops {sorted(obs.ops)}")]
 
 
 @hookimpl
 def kag_register_guards(register) -> None:
-    register("test-marker", MarkGuardedCall)
+    register("test-marker", ReportObservations)
 
 
 def solution(body: str) -> Solution:
@@ -93,7 +85,7 @@ def options(tmp_path, **kw):
     return EvalOptions(**base)
 
 
-def test_a_runtime_guard_runs_in_the_candidate_with_the_guard_options(task, plugins, tmp_path):
+def test_a_third_party_guard_judges_the_observed_calls_with_the_guard_options(task, plugins, tmp_path):
     result = evaluate(task, HONEST, options(tmp_path, tolerance="strict", guard_options={"allow_cublas": False}),
                       plugins)
     assert result.error_kind == "guard" and result.correct, result.error
@@ -101,35 +93,38 @@ def test_a_runtime_guard_runs_in_the_candidate_with_the_guard_options(task, plug
     assert v.guard == "test-marker"
     assert "('allow_cublas', False)" in v.detail and "('tolerance', 'strict')" in v.detail
     assert "device cpu" in v.detail and "solution_dir True" in v.detail
+    assert "calls 2" in v.detail and "aten::clamp_min" in v.detail  # both checks, HONEST's torch ops
     assert result.reward.value == -1
     clean = evaluate(task, HONEST, options(tmp_path), plugins)
     assert clean.ok and clean.violations == [], clean.error
 
 
-def test_the_guarded_call_is_checked_like_the_others(task, plugins, tmp_path):
-    sneaky = solution(f'''
-    if os.environ.get("{MARK}"):
-        return torch.zeros_like(x)
+def test_every_call_is_watched_alike(task, plugins, tmp_path):
+    """A solution that computes with PyTorch only where no profiler watches never finds such a call:
+    its PyTorch compute is seen on every one."""
+    sneaky = solution('''
+    if not torch._C._autograd._profiler_enabled():
+        print("UNWATCHED CALL", flush=True)
+        return torch.relu(x) * 2.0
     return x.clamp_min(0) * 2.0
 ''')
-    result = evaluate(task, sneaky, options(tmp_path), plugins)
-    assert result.error_kind == "mismatch" and "the guarded forward call (after check" in result.error, result.error
+    result = evaluate(task, sneaky, options(tmp_path, guards=("no-torch-fallback",), do_timing=True, num_timed=3,
+                                            warmup=1, static_guards=False), plugins)
+    assert "UNWATCHED CALL" not in result.metadata.get("candidate_output", "")
+    assert result.error_kind == "guard" and "aten::clamp_min" in result.error, result.error
     assert result.reward.value == -1
 
 
-def test_an_output_cache_is_caught_by_the_output_reuse_guard(task, tmp_path):
-    # Invisible to the static checks (no assignment to self in forward); only the runtime side sees it.
+def test_an_output_cache_fails_the_next_check(task, tmp_path):
+    """Invisible to the static checks (no assignment to self in forward) and to every guard: the second
+    check writes fresh inputs into the same tensors, and the cached output is wrong for them."""
     cached = solution('''
     if not hasattr(self, "_out"):
         object.__setattr__(self, "_out", x.clamp_min(0) * 2.0)
     return self._out.clone()
 ''')
-    result = evaluate(task, cached, options(tmp_path, num_checks=1, guards=("no-output-reuse", "no-hidden-work")))
-    assert result.error_kind == "guard", result.error
-    assert [v.guard for v in result.violations] == ["no-output-reuse"]
-    assert "identical outputs" in result.violations[0].detail
-    # the guarded call's own output (for inputs B) is wrong too: kept as a note, the guard is the reason
-    assert any("the guarded forward call (after check 1)" in n for n in result.metadata["notes"])
+    result = evaluate(task, cached, options(tmp_path, num_checks=2, guards=()))
+    assert result.error_kind == "mismatch" and "check 2 of 2" in result.error, result.error
     assert not result.ok and not result.correct and result.reward.value == -1
 
 

@@ -140,18 +140,26 @@ def test_every_process_of_the_candidate_dies_with_it_in_its_namespace() -> None:
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
-                os.write(w, str(os.getpid()).encode().ljust(8))
+                os.write(w, os.readlink("/proc/self").encode().ljust(16))  # its pid as the host sees it
                 time.sleep(60)
             os._exit(0)
         time.sleep(0.5)
 
     pid, made = fork_in_namespace(candidate, new_pid_ns=True)
     assert made
-    escapee_ns = int(os.read(r, 8))
+    escapee = int(os.read(r, 16))
+    assert os.path.exists(f"/proc/{escapee}")  # alive while the candidate lives
     os.waitpid(pid, 0)
-    time.sleep(0.2)
-    alive = [p for p in descendants(os.getpid())]
-    assert escapee_ns > 1 and alive == [], alive
+    for _ in range(100):
+        try:
+            with open(f"/proc/{escapee}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"process {escapee} outlived the candidate's namespace")
 
 
 def test_a_subreaper_sweep_finds_double_forked_orphans() -> None:

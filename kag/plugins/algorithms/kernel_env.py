@@ -384,9 +384,10 @@ class KernelAgenticEnv(KernelEnvBase):
             result = self._failure(f"no solution to score: {exc}", invalid=False)
             result.info["stop_reason"] = stop_reason
             return result
+        evaluator = ep.evaluator  # closing the episode lets go of it
         self.close()  # the agent's commands stop before the final re-score (in the sandbox if it evaluates)
         return self._scored(solution, {"stop_reason": stop_reason, "best_from": "profiled" if best else "workspace",
-                                       "turns": ep.turns}, evaluator=ep.evaluator)
+                                       "turns": ep.turns}, evaluator=evaluator)
 
     def close(self) -> None:
         """Stop the sandbox and the bridge, remove the episode's files (safe to call twice)."""

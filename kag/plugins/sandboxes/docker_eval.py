@@ -172,10 +172,14 @@ class ContainerEvaluator:
         with self._lock:
             if not cache.exists():
                 tmp = self.dir / f".cache-{backend}.tmp"
-                shutil.copytree(self.state.seed(backend, timeout_s, plugins), tmp)
-                for folder in [tmp, *tmp.rglob("*")]:
-                    if folder.is_dir():
-                        os.chmod(folder, 0o777)
+                seed = self.state.seed(backend, timeout_s, plugins)
+                shutil.copytree(seed, tmp)
+                owner = os.stat(seed / "private") if (seed / "private").is_dir() else None
+                for path in [tmp, *tmp.rglob("*")]:
+                    if path.is_dir() and path.name != "private":
+                        os.chmod(path, 0o777)
+                    if owner is not None and not path.is_symlink():  # the container's user made the seed, and
+                        os.chown(path, owner.st_uid, owner.st_gid)  # keeps its private key in the copy
                 tmp.rename(cache)
         return cache
 

@@ -100,9 +100,14 @@ def _private_cache() -> str:
     all hits: the host built it first) and whose baselines.json is a copy of the host's."""
     root = Path(CACHE_RW)
     root.mkdir(parents=True, exist_ok=True)
-    for sub in ("objects", "modules", "toolchain"):
+    for sub in ("objects", "modules"):
         if (Path(CACHE_RO) / sub).is_dir():
             (root / sub).symlink_to(Path(CACHE_RO) / sub)
+    if (Path(CACHE_RO) / "toolchain").is_dir():  # small, and read under a lock taken in its folder
+        shutil.copytree(Path(CACHE_RO) / "toolchain", root / "toolchain")
+    if (Path(CACHE_RO) / "private").is_dir():  # the build's key: its signed objects verify here
+        shutil.copytree(Path(CACHE_RO) / "private", root / "private")
+        os.chmod(root / "private", 0o700)
     try:
         shutil.copyfile(Path(BASELINES_RO) / "baselines.json", root / "baselines.json")
     except OSError:
