@@ -70,7 +70,7 @@ class CallObserver:
         if self.device.startswith("cuda") and self.kernels:
             activities.append(ProfilerActivity.CUDA)
         try:
-            self._prof = profile(activities=activities)
+            self._prof = profile(activities=activities, experimental_config=all_threads())
             self._prof.__enter__()
         except Exception as exc:  # noqa: BLE001 - the guards report that nothing was observed
             self._prof = None
@@ -108,6 +108,17 @@ class CallObserver:
             self._prof = None
         summarize_events(events, obs)
         return obs
+
+
+def all_threads() -> Any:
+    """A profiler config that records every thread, those the solution starts included (Kineto
+    records only the thread that started it otherwise); None where torch has no such option."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return _ExperimentalConfig(profile_all_threads=True)
+    except (ImportError, TypeError):
+        return None
 
 
 def summarize_events(events: list[Any], obs: Observations) -> None:

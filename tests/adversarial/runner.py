@@ -92,7 +92,7 @@ def side_effects(case: Case, result: EvalResult) -> str | None:
         return f"processes outlived the evaluation: {result.metadata['survivors']}"
     if result.metadata.get("file_left"):
         return f"wrote {result.metadata['file_left']}"
-    if case.forbid_output and case.forbid_output in output:
+    if case.forbid_output and case.forbid_output in output and result.ok:  # it got away with it
         return f"the candidate printed {case.forbid_output!r}: {output[-300:]}"
     if case.require_output and result.compiled and result.error_kind not in ("build",) \
             and case.require_output not in output:

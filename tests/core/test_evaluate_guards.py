@@ -100,8 +100,9 @@ def test_a_third_party_guard_judges_the_observed_calls_with_the_guard_options(ta
 
 
 def test_every_call_is_watched_alike(task, plugins, tmp_path):
-    """A solution that computes with PyTorch only where no profiler watches never finds such a call:
-    its PyTorch compute is seen on every one."""
+    """A solution that computes with PyTorch only where it sees no profiler: every call looks the
+    same to it (with torch's all-threads profiling, none looks watched), and its PyTorch compute is
+    seen on every call that takes that path."""
     sneaky = solution('''
     if not torch._C._autograd._profiler_enabled():
         print("UNWATCHED CALL", flush=True)
@@ -110,8 +111,10 @@ def test_every_call_is_watched_alike(task, plugins, tmp_path):
 ''')
     result = evaluate(task, sneaky, options(tmp_path, guards=("no-torch-fallback",), do_timing=True, num_timed=3,
                                             warmup=1, static_guards=False), plugins)
-    assert "UNWATCHED CALL" not in result.metadata.get("candidate_output", "")
-    assert result.error_kind == "guard" and "aten::clamp_min" in result.error, result.error
+    printed = result.metadata.get("candidate_output", "").count("UNWATCHED CALL")
+    assert printed in (0, 2 + 1 + 3), printed  # never, or on every call: 2 checks, 1 warm-up, 3 timed
+    op = "aten::relu" if printed else "aten::clamp_min"
+    assert result.error_kind == "guard" and op in result.error, result.error
     assert result.reward.value == -1
 
 

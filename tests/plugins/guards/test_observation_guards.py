@@ -150,3 +150,14 @@ def test_run_observation_guards_collects_every_guard_and_passes_honest_calls():
     assert run_observation_guards(guards, honest, RunInfo()) == []
     bad = Observations(calls=1, ops={"aten::mm": 1}, replaced=["torch.cuda.synchronize"])
     assert {v.guard for v in run_observation_guards(guards, bad, RunInfo())} == {"no-torch-fallback", "no-tampering"}
+
+
+def test_ops_on_a_thread_the_solution_starts_are_its_own_even_after_forward_returns():
+    """A background thread that computes with PyTorch after forward returned (the background_thread
+    attack): its ops are attributed, whenever they run."""
+    import threading
+
+    threads = []
+    obs = observe(lambda: threads.append(threading.Thread(target=lambda: torch.relu(X))) or threads[-1].start(),
+                  calls=1, outside=lambda: [t.join() for t in threads])
+    assert any(name in obs.ops for name in ("aten::relu", "aten::clamp_min")), obs.ops
