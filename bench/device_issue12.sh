@@ -33,12 +33,22 @@ for stage in "$@"; do
       for _ in $(seq 1 60); do [ -S "/tmp/kag-$(id -u)/eval.sock" ] && break; sleep 1; done
       export KAG_EVAL_SERVER="/tmp/kag-$(id -u)/eval.sock"
       task=examples/kernelbench_sample/level1/19_ReLU.py
-      for i in 1 2 3 4; do
+      for i in 1 2 3; do
         t0=$(date +%s.%N)
         kag score --task $task --solution examples/relu/cuda --json > "$OUT/latency_$i.json" 2> "$OUT/latency_$i.err"
         python3 -c "print(f'kag score --server, run $i: {$(date +%s.%N) - $t0:.2f} s')"
       done
-      python3 -c "import json,sys; d=json.load(open('$OUT/latency_4.json')); print(d['reward'], d['times_ms'], d['durations_s'], d['metadata'].get('calibration'), d['metadata'].get('confinement'))" ;;
+      python3 -c "import json,sys; d=json.load(open('$OUT/latency_3.json')); print(d['reward'], d['times_ms'], d['durations_s'], d['metadata'].get('calibration'), d['metadata'].get('confinement'))"
+      # one more with the phase marks of every process (server, judge, candidate), in time order
+      pkill -f "kag.cli.main serve"; sleep 1
+      (KAG_TRACE=1 kag serve > "$OUT/serve_trace.log" 2>&1 &)
+      for _ in $(seq 1 60); do [ -S "/tmp/kag-$(id -u)/eval.sock" ] && break; sleep 1; done
+      for i in 1 2; do
+        t0=$(date +%s.%N)
+        KAG_TRACE=1 kag score --task $task --solution examples/relu/cuda --json > "$OUT/latency_trace.json" 2> "$OUT/latency_trace.err"
+        python3 -c "print(f'kag score --server (traced), run $i: {$(date +%s.%N) - $t0:.2f} s')"
+      done
+      python3 bench/trace_timeline.py "$OUT/serve_trace.log" "$OUT/latency_trace.err" "$OUT/latency_trace.json" ;;
     retry)
       step "the static-off misses of the last call, after their fix"
       timeout 120 python3 bench/adversarial.py --no-timing --no-static-guards \

@@ -12,8 +12,10 @@ argument above it); the candidate answers on the ``done`` pipe (the same word) o
 on the control channel:
 - ``OP_CALL i``: run forward on the input buffer, synchronise the device, ring done. Every call,
   checked or timed, is this same path.
-- ``OP_NULL i``: the same path with nothing to run (the judge's calibration, before model_new.py
-  exists in this process).
+- ``OP_NULL i``: the same path with nothing to run but, on a GPU, one one-element kernel of the
+  harness's (the judge's calibration, before model_new.py exists in this process): any call that
+  leaves an output on the GPU has the GPU switch from the judge's context to this one and back,
+  and that switch is part of the path, not of the solution's time.
 - ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler,
   seccomp), ``dummy`` (outputs to calibrate ``post`` with), ``spec`` (import model_new, build
   ModelNew), ``state`` (reference weights, as bytes), ``buffers`` (allocate the inputs and share
@@ -169,6 +171,7 @@ class Harness:
         self.own_times: list[float] = []
         self.model: Any = None
         self.shapes: list[Any] = []  # of the last outputs: poisoned before the next call
+        self.null_work: Any = None  # on a GPU: the one-element tensor a null call adds to
 
     # -- channel --------------------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -190,6 +193,8 @@ class Harness:
                     phase = f"call {arg}"
                     self.call(word)
                 elif op == OP_NULL:  # the path of a call, with nothing in it
+                    if self.null_work is not None:  # the harness's, outside the range: not an op of forward
+                        self.null_work.add_(1)
                     with self.observer.forward_range(count=False) if self.observer else _null():
                         pass
                     self.synchronize()
@@ -266,9 +271,12 @@ class Harness:
         self.device = arg["device"]
         self.clock = time.perf_counter
         if self.device.startswith("cuda"):
+            mark("candidate", "preparing the device")
             torch.cuda.init()
             torch.empty(1, device=self.device)
             self.synchronize = torch.cuda.synchronize
+            self.null_work = torch.zeros(1, device=self.device)
+            mark("candidate", "CUDA context made")
             try:
                 from torch.profiler import ProfilerActivity, profile
 
@@ -277,6 +285,7 @@ class Harness:
                 torch.cuda.synchronize()
             except Exception:  # noqa: BLE001 - the observer reports its own failure later
                 pass
+        mark("candidate", "profiler warmed up")
         try:
             import torch._dynamo  # noqa: F401 - before the identity snapshot (it patches manual_seed)
         except ImportError:
@@ -290,6 +299,7 @@ class Harness:
                 layers.append("seccomp")
             except Exception as exc:  # noqa: BLE001 - the judge reports what is active
                 layers.append(f"seccomp failed: {exc}")
+        mark("candidate", "device, profiler and seccomp ready")
         self.send(("prepared", {"pid": os.getpid(), "layers": layers}))
 
     def load(self, spec: dict[str, Any]) -> None:

@@ -16,6 +16,8 @@ candidate. The verdict's integrity never rests on them: it holds with every guar
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -267,19 +269,58 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
                                guard_opts)
             judge = judge or take_judge()
-            with (pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda") as slot:
+            lease = contextlib.ExitStack()
+            slot = lease.enter_context((pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda"))
+            try:
                 t0 = time.perf_counter()
                 mark("orchestrator", "build done, GPU lent, spec sent")
                 report = judge.run(spec, slot.visible)
                 mark("orchestrator", "report received")
-                judge.close()  # before the GPU goes back to the pool
-                mark("orchestrator", "judge closed")
                 result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
+            except BaseException:
+                judge.close()
+                lease.close()
+                raise
+            # the verdict is in: the judge and its candidate are ended (their GPU memory freed)
+            # before the device goes back to the pool, but the caller does not wait for it
+            _release_later(judge, lease)
+            judge = None
     finally:
         if judge is not None:
             judge.close()
     _merge(result, report)
     return _finish(result, plugins, options, start)
+
+
+def _release_later(judge: Any, lease: contextlib.ExitStack) -> None:
+    """Close ``judge``, then give its device back, on a thread (not a daemon: an exiting CLI
+    still waits for it, so no judge outlives the process that started it)."""
+    from kag.core.trace import mark
+
+    def close() -> None:
+        try:
+            judge.close()
+            mark("orchestrator", "judge closed, device given back")
+        finally:
+            lease.close()
+            _RELEASING.discard(threading.current_thread())
+
+    thread = threading.Thread(target=close, name="kag-judge-close")
+    _RELEASING.add(thread)
+    thread.start()
+
+
+_RELEASING: set[threading.Thread] = set()
+
+
+def wait_released(timeout_s: float = 30.0) -> None:
+    """Wait until every judge an evaluation started has ended and given its device back (what
+    a check that nothing outlived the evaluation must wait for)."""
+    deadline = time.monotonic() + timeout_s
+    for thread in list(_RELEASING):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if not thread.is_alive():
+            _RELEASING.discard(thread)
 
 
 def _finish(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:

@@ -187,6 +187,11 @@ def judge_main(conn: Any) -> None:
     import torch  # noqa: F401 - imported while the orchestrator builds
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
+    try:  # the compile baseline needs it, the candidate imports it before its identity snapshot:
+        import torch._dynamo  # noqa: F401 - imported here, the fork hands it over (a second saved)
+    except ImportError:
+        pass
+
     from kag.core.isolation import candidate_plan
     from kag.core.records import to_dict
     from kag.core.timing import device_info
@@ -221,6 +226,7 @@ def judge_main(conn: Any) -> None:
         early.send(("prepare", {"device": spec["device"], "env": env, "seccomp": plan.seccomp}))
         judge = Judge(spec, conn.send)
         report = judge.report
+        mark("judge", "reference model and inputs made")
         prepared = early.receive(spec["timeouts"]["load_s"], "starting the candidate process")
         if prepared[0] != "prepared":
             raise CandidateFailure("exception", f"starting the candidate: unexpected reply {prepared[0]!r}")

@@ -59,8 +59,12 @@ class CandidateCalls:
         # the profiler is on from here to the last timed call; the path is calibrated under the
         # session the timed calls run under (no GPU kernel records: kag.core.observe)
         cand.exchange(("observe", {"kernels": False}), load_s, phase, expect="observing")
-        for i in range(NULL_CALLS):
+        for i in range(NULL_CALLS):  # each after the judge's own work, as a timed call comes
+            self.clock.flush()
+            self.clock.synchronize()
             self.cal.null_s.append(cand.call(i, load_s, phase, null=True))
+        if self.probe is not None:
+            self.cal.probe_waits, self.probe.waits = self.probe.waits, 0
         for _ in range(POST_CALIBRATIONS):
             cand.exchange(("dummy", descr), load_s, phase, expect="dummy")
             reply, window = cand.exchange(("post", {"call": -1, "send": True}), load_s, phase, expect="post")
@@ -195,6 +199,7 @@ class CandidateCalls:
                 del inputs
                 out = self.outputs_as_answered(cand, ref)
                 if out is None:  # on a GPU: the candidate hands them over (a measured window)
+                    self.clock.synchronize()  # the judge's own work (inputs, reference) is not in the window
                     out, post_window = self.post(cand, k + 100_000, left, "timing")
                     timing.post_s.append(post_window)
                 mismatch = self.compare(ref, out, seed, f"timed call {i}")
@@ -233,8 +238,8 @@ class CandidateCalls:
             self.report["notes"].append(f"handing over outputs took {fold * 1e3:.4g} ms longer than calibrated: "
                                         f"added to every timed call (work done after the call returned)")
         if self.probe is not None and self.probe.waits:
-            self.report["notes"].append(f"the judge's probe found the GPU still busy {self.probe.waits} times after "
-                                        f"a call returned (the wait is part of the call's time)")
+            self.report["calibration"]["probe_waits"] = {"null_calls": self.cal.probe_waits,
+                                                         "calls": self.probe.waits}
         why = skipped_work(estimates, [estimates[i] for i in timing.verified] + checked)
         if why:
             self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})

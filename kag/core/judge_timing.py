@@ -94,6 +94,7 @@ class PathCalibration:
 
     null_s: list[float] = attrs.field(factory=list)
     post_s: list[float] = attrs.field(factory=list)
+    probe_waits: int = 0  # slow probes after the null calls (the GPU switching back to the judge)
 
     @property
     def overhead_s(self) -> float:

@@ -136,7 +136,9 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
 
     for e in events:
         if e.device_type == cuda:
-            if e.name != FORWARD_RANGE:  # the range's own mark on the GPU timeline is not a kernel
+            # the harness's ranges have their own marks on the GPU timeline: annotations, not kernels
+            # (a kernel's name cannot be one of them: a demangled name ends in its parameter list)
+            if not (e.name in (FORWARD_RANGE, POST_RANGE) or getattr(e, "is_user_annotation", False)):
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name

@@ -41,12 +41,13 @@ def eval_options(case: Case, do_timing: bool, num_timed: int = 20, static_guards
 def run_case(case: Case, plugins: Any, do_timing: bool = False, static_guards: bool = True) -> EvalResult:
     """The verdict on ``case`` (timed when the case needs it or ``do_timing``); afterwards the
     processes and files the attack tried to leave behind are looked for and noted in the result."""
-    from kag.core.evaluate import evaluate
+    from kag.core.evaluate import evaluate, wait_released
 
     if case.no_file:
         Path(case.no_file).unlink(missing_ok=True)
     result = evaluate(load_task(case), load_solution(case.path),
                       eval_options(case, do_timing or case.timed, static_guards=static_guards), plugins)
+    wait_released()  # the evaluation has ended once its judge has
     if case.survivor:
         result.metadata["survivors"] = processes_named(case.survivor)
     if case.no_file and Path(case.no_file).exists():
