@@ -49,6 +49,11 @@ for stage in "$@"; do
         python3 -c "print(f'kag score --server (traced), run $i: {$(date +%s.%N) - $t0:.2f} s')"
       done
       python3 bench/trace_timeline.py "$OUT/serve_trace.log" "$OUT/latency_trace.err" "$OUT/latency_trace.json" ;;
+    timed)
+      step "the cases whose verdict depends on the timing, static guards on and off"
+      cases=timer_module_table,timer_harness_object,timer_cpp_pybind,skip_python_counter,skip_cpp_counter,skip_after_checks,lazy_output_harness,spot_hooks_python,spot_hooks_cpp,spot_by_call_count,background_thread,first_calls_only,example_relu,example_softmax,example_gemm_divide_sum_scaling,example_diag_matmul,tiny_honest,cublas_matmul
+      timeout 200 python3 bench/adversarial.py --jobs 4 --only $cases 2>&1 | tee "$OUT/timed_on.log" | tail -22 | cut -c1-200
+      timeout 200 python3 bench/adversarial.py --jobs 4 --no-static-guards --only $cases 2>&1 | tee "$OUT/timed_off.log" | tail -22 | cut -c1-200 ;;
     retry)
       step "the static-off misses of the last call, after their fix"
       timeout 120 python3 bench/adversarial.py --no-timing --no-static-guards \

@@ -17,7 +17,8 @@ on the control channel:
   leaves an output on the GPU has the GPU switch from the judge's context to this one and back,
   and that switch is part of the path, not of the solution's time.
 - ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler,
-  seccomp), ``dummy`` (outputs to calibrate ``post`` with), ``spec`` (import model_new, build
+  seccomp), ``dummy`` (outputs to calibrate ``post`` with), ``reference`` / ``drop`` (the task's
+  Model as what a call runs, to calibrate the path with; then gone), ``spec`` (import model_new, build
   ModelNew), ``state`` (reference weights, as bytes), ``buffers`` (allocate the inputs and share
   them with the judge, which fills them), ``observe`` (start the profiler), ``post`` (hand over the
   last call's output), ``finish`` (stop the profiler, report), ``exit``.
@@ -172,6 +173,7 @@ class Harness:
         self.model: Any = None
         self.shapes: list[Any] = []  # of the last outputs: poisoned before the next call
         self.null_work: Any = None  # on a GPU: the one-element tensor a null call adds to
+        self.reference_calls = False  # calls run the task's Model (path calibration), not ModelNew
 
     # -- channel --------------------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -219,7 +221,10 @@ class Harness:
         import torch
 
         start = self.clock()
-        with torch.no_grad(), self.observer.forward_range() if self.observer else _null():
+        observer = self.observer
+        marked = (observer.reference_range() if self.reference_calls else observer.forward_range()) \
+            if observer else _null()
+        with torch.no_grad(), marked:
             out = self.forward(*self.inputs)
         self.synchronize()
         self.own_times.append((self.clock() - start) * 1000.0)
@@ -234,6 +239,13 @@ class Harness:
             self.last = allocate(arg) if arg is not None else None
             self.shapes = []
             self.send(("dummy", None))
+        elif op == "reference":  # calibration: the task's own Model on the path a call takes
+            self.load_reference(arg)
+        elif op == "drop":  # ... and gone again before model_new.py is imported
+            self.model = self.forward = self.last = None
+            self.reference_calls = False
+            self.own_times.clear()
+            self.send(("dropped", None))
         elif op == "spec":
             self.load(arg)
         elif op == "state":
@@ -301,6 +313,23 @@ class Harness:
                 layers.append(f"seccomp failed: {exc}")
         mark("candidate", "device, profiler and seccomp ready")
         self.send(("prepared", {"pid": os.getpid(), "layers": layers}))
+
+    def load_reference(self, spec: dict[str, Any]) -> None:
+        """The task's Model, built as the judge builds it, as what a call runs (no solution code
+        exists in this process yet)."""
+        import torch
+
+        from kag.core.tasks import load_module
+
+        ns = load_module(spec["task_code"], spec["task_path"])
+        torch.manual_seed(spec["init_seed"])
+        init_inputs = ns["get_init_inputs"]()
+        torch.manual_seed(spec["init_seed"])
+        with torch.device(self.device):
+            self.model = ns["Model"](*init_inputs).to(self.device)
+        self.forward = self.model
+        self.reference_calls = True
+        self.send(("reference", None))
 
     def load(self, spec: dict[str, Any]) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""

@@ -64,6 +64,10 @@ class EvalOptions:
     use_baseline_cache: bool = True
     seed: int | None = None  # None: a secret random seed per evaluation
     host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM
+    # also time the task's Model through the candidate's path and subtract what the path adds to
+    # it, not the null path's cost (kag.core.judge_timing). Off by default: not yet measured on a
+    # GPU in its final form (bench/trust_gpu/README.md)
+    reference_calibration: bool = False
 
 
 def backend_device(backend: str, plugins: Plugins | None = None) -> str:
@@ -173,6 +177,7 @@ def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str,
         "plugin_selection": plugins.names_selected(), "plugin_builtins": _guard_builtins(plugins, runtime_guards),
         "extension_path": extension_path(module_dir),
         "host_memory_bytes": int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
+        "reference_calibration": options.reference_calibration,
     }
 
 

@@ -67,16 +67,23 @@ class CandidateCalls:
             self.cal.probe_waits, self.probe.waits = self.probe.waits, 0
         for _ in range(POST_CALIBRATIONS):
             cand.exchange(("dummy", descr), load_s, phase, expect="dummy")
+            self.clock.flush()  # the judge's context last on the GPU, as after a timed call's re-check
+            self.clock.synchronize()
             reply, window = cand.exchange(("post", {"call": -1, "send": True}), load_s, phase, expect="post")
             self.cal.post_s.append(window)
             del reply
         cand.exchange(("dummy", None), load_s, phase, expect="dummy")
         self.free()
-        self.report["calibration"] = {"null_call_us": round(self.cal.overhead_s * 1e6, 2),
+        self.report["calibration"] = {"null_call_us": round(self.cal.null_overhead_s * 1e6, 2),
                                       "post_us": round(sorted(self.cal.post_s)[len(self.cal.post_s) // 2] * 1e6, 1)}
         if self.probe is not None:
             self.report["calibration"]["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
+        reply, _ = cand.exchange(("buffers", input_description(self.local, self.device)), load_s,
+                                 "allocating the input buffer", expect="buffers")
+        self.buffer = list(reply[1])
         cspec = {k: spec[k] for k in ("task_code", "task_path", "init_seed", "model_new_path", "module_dir")}
+        if spec.get("reference_calibration") and spec["do_timing"] and self.report["times_ms"].get("eager"):
+            self.calibrate_with_reference(cand, cspec, self.report["times_ms"]["eager"] / 1000.0)
         cand.exchange(("spec", cspec), load_s, "importing model_new.py and building ModelNew", expect="ready")
         buf = io.BytesIO()
         torch.save({k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}, buf)
@@ -85,12 +92,35 @@ class CandidateCalls:
         del buf
         if loaded[1].get("unexpected") or loaded[1].get("missing"):
             self.report["notes"].append(f"state_dict keys not matched: {loaded[1]}")
-        reply, _ = cand.exchange(("buffers", input_description(self.local, self.device)), load_s,
-                                 "allocating the input buffer", expect="buffers")
-        self.buffer = list(reply[1])
         cand.exchange(("observe", {"kernels": True}), load_s, "starting the observer", expect="observing")
         self.report["durations_s"]["load"] = round(time.perf_counter() - start, 3)
         return cand
+
+    def calibrate_with_reference(self, cand: CandidateProcess, cspec: dict[str, Any], eager_s: float) -> None:
+        """Time the task's own Model through the candidate's path, as timed calls are timed,
+        before any solution code exists there. What its calls take beyond eager in the
+        judge's process (``eager_s``) is the path's cost for this task's footprint (the switch to
+        the candidate's GPU context and back, its cold address translations), subtracted from
+        every call of the solution as the null path's is on the CPU."""
+        from kag.core.judge_timing import REFERENCE_CALLS, REFERENCE_WARMUP
+
+        load_s = self.spec["timeouts"]["load_s"]
+        phase = "timing the reference through the candidate's path"
+        # under the session the timed calls run under, marked as the harness's (not forward's)
+        cand.exchange(("reference", cspec), load_s, phase, expect="reference")
+        windows = []
+        for k in range(REFERENCE_WARMUP + REFERENCE_CALLS):
+            self.refill(k + 50_000)
+            self.clock.flush()
+            self.clock.synchronize()
+            window = cand.call(k + 50_000, load_s, phase)
+            if k >= REFERENCE_WARMUP:
+                windows.append(window)
+        cand.exchange(("drop", None), load_s, phase, expect="dropped")
+        self.free()
+        self.cal.reference_s, self.cal.eager_s = windows, eager_s
+        self.report["calibration"].update(reference_window_ms=round(sorted(windows)[len(windows) // 2] * 1e3, 4),
+                                          path_us=round(self.cal.overhead_s * 1e6, 2))
 
     def post(self, cand: CandidateProcess, k: int, timeout_s: float, phase: str) -> tuple[Any, float]:
         """The output of call ``k`` (shared memory; the candidate is stopped while it is read)."""

@@ -9,7 +9,12 @@ the probe's wait, and work deferred past that cannot run, because the process is
 
 Calibration: before model_new.py exists in the candidate, the judge times the same path with
 nothing to run (``null``) and the output hand-over (``post``) with outputs shaped like the
-reference's. A call's time is its window minus the null path's median; work done when an output
+reference's. On a GPU a null call launches one harness kernel: any call that leaves an output
+on the GPU makes the GPU switch from the judge's context to the candidate's and back, and that
+switch (about 0.4 ms on an H100) belongs to the path. With ``reference_calibration`` the judge
+also times the task's own Model through the path, and subtracts what the path adds to it beyond
+eager in the judge's process (it grows with the task's memory footprint) instead of the null
+path's cost. A call's time is its window minus the path's cost; work done when an output
 is asked for (``post`` slower than calibrated) is added to every call, since the candidate cannot
 know which outputs will be asked for. Baselines are timed the same way in the judge's own process
 (wall clock around call + synchronise, minus a null call). The candidate's own clock is kept only
@@ -35,6 +40,7 @@ from kag.core.timing import summarize  # noqa: F401 - part of this module's inte
 
 RECHECKED = 12  # a solution working on 2 of 3 timed calls is caught with probability 1 - (2/3)**12 = 99.2%
 NULL_CALLS = 200
+REFERENCE_WARMUP, REFERENCE_CALLS = 3, 12  # the task's Model through the candidate's path (GPU)
 POST_CALIBRATIONS = 5
 FAST_RATIO = 0.5  # a "skipped" call: under half the median
 FAST_MIN_GAP_S = 20e-6  # ... and this much under it (tiny kernels jitter)
@@ -95,10 +101,20 @@ class PathCalibration:
     null_s: list[float] = attrs.field(factory=list)
     post_s: list[float] = attrs.field(factory=list)
     probe_waits: int = 0  # slow probes after the null calls (the GPU switching back to the judge)
+    reference_s: list[float] = attrs.field(factory=list)  # the task's Model through the path (GPU)
+    eager_s: float | None = None  # ... and in the judge's own process
+
+    @property
+    def null_overhead_s(self) -> float:
+        return median(self.null_s)
 
     @property
     def overhead_s(self) -> float:
-        return median(self.null_s)
+        """What the path adds to a call: on a GPU, the reference's windows beyond its in-process
+        time (it depends on the task's memory footprint); else the null path."""
+        if self.reference_s and self.eager_s is not None:
+            return max(median(self.reference_s) - self.eager_s, 0.0)
+        return self.null_overhead_s
 
 
 @attrs.define

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 FORWARD_RANGE = "kag::forward"
+REFERENCE_RANGE = "kag::reference"  # a call of the task's Model (path calibration): the harness's, not forward's
 POST_RANGE = "kag::post"  # the hand-over of an output: the harness allocates and fills poison, nothing else
 # (and, on the CPU, moving the output into shared memory: copy_, set_)
 HARNESS_POST_OPS = frozenset({"aten::empty", "aten::fill_", "aten::empty_strided", "aten::lift_fresh", "aten::copy_",
@@ -86,6 +87,15 @@ class CallObserver:
         self.calls += int(count)
         return record_function(FORWARD_RANGE) if self._prof is not None else contextlib.nullcontext()
 
+    def reference_range(self) -> Any:
+        """A context marking a call of the reference (before model_new.py exists): the same cost as
+        ``forward_range``, but its operators are the harness's (outside every forward range)."""
+        import contextlib
+
+        from torch.autograd.profiler import record_function
+
+        return record_function(REFERENCE_RANGE) if self._prof is not None else contextlib.nullcontext()
+
     def post_range(self) -> Any:
         """A context marking the hand-over of an output."""
         import contextlib
@@ -138,11 +148,11 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
         if e.device_type == cuda:
             # the harness's ranges have their own marks on the GPU timeline: annotations, not kernels
             # (a kernel's name cannot be one of them: a demangled name ends in its parameter list)
-            if not (e.name in (FORWARD_RANGE, POST_RANGE) or getattr(e, "is_user_annotation", False)):
+            if not (e.name in (FORWARD_RANGE, POST_RANGE, REFERENCE_RANGE) or getattr(e, "is_user_annotation", False)):
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name
-        if name in (FORWARD_RANGE, POST_RANGE):
+        if name in (FORWARD_RANGE, POST_RANGE, REFERENCE_RANGE):
             continue
         if in_post(e.time_range.start) and name.startswith(("aten::", "prim::")) and name not in HARNESS_POST_OPS:
             obs.post_ops[name] = obs.post_ops.get(name, 0) + 1

@@ -2,6 +2,8 @@
 
 import textwrap
 
+import attrs
+
 import pytest
 
 from kag.core.evaluate import EvalOptions, Timeouts, evaluate
@@ -237,3 +239,19 @@ def test_timed_iterations_are_rechecked_against_the_reference(task, cache_dir):
     assert result.error_kind == "mismatch" and "timed call" in result.error, result.error
     assert not result.ok and result.reward.value == -1
     assert result.metadata["rechecked_calls"] == 8  # all 8 (at most 12), compared as each one ended
+
+
+def test_the_reference_timed_through_the_path_is_not_observed_as_the_solution(task, cache_dir):
+    """The path calibration by the reference runs the task's Model in the candidate process: its
+    calls and operators are not the solution's, and the path's cost is reported."""
+    opts = EvalOptions(backend="cpu", num_timed=5, warmup=1, num_checks=2, cache_dir=cache_dir, guards=NO_GUARDS,
+                       reference_calibration=True)
+    result = evaluate(task, GOOD, opts)
+    assert result.ok, result.error
+    cal = result.metadata["calibration"]
+    assert cal["reference_window_ms"] > 0 and cal["path_us"] >= 0
+    observed = result.metadata["observed"]
+    assert observed["calls"] == 2 + 1 + 5  # checks, warm-up and timed calls: not the reference's
+    assert "aten::clamp_min" in observed["ops"] and "aten::relu" not in observed["ops"]
+    default = evaluate(task, GOOD, attrs.evolve(opts, reference_calibration=False))
+    assert default.ok and "reference_window_ms" not in default.metadata["calibration"]  # the null path
