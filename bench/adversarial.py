@@ -67,6 +67,7 @@ def write_tables(rows: list[dict], backend: str, static: bool) -> None:
     out = os.environ.get("OUT")
     if not out:
         return
+    Path(out).mkdir(parents=True, exist_ok=True)
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
