@@ -1,9 +1,10 @@
 """Compile a solution into the ``cuda_extension`` module, one cached object per source file.
 
-Backend plugins (cuda, cpu) say which compiler and flags each file needs; this module owns the
-rest: content hashing, the object cache, parallel compiles with timeouts, linking, and trimming
-compiler output to the lines an agent can act on. An unchanged file is never compiled twice, and
-the fixed ``binding.cpp`` object is shared by every solution built with the same toolchain.
+Backend plugins (cuda, cpu) say which compiler and flags each file needs (the ``Backend``
+Protocol of kag.core.contracts); this module owns the rest: content hashing, the object cache,
+parallel compiles with timeouts, linking, and trimming compiler output to the lines an agent can
+act on. An unchanged file is never compiled twice, and the fixed ``binding.cpp`` object is shared
+by every solution built with the same toolchain.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from kag.core import integrity
+from kag.core.contracts import Backend  # the contract; re-exported from here for old imports
 from kag.core.records import Solution
 
 MODULE_NAME = "cuda_extension"
@@ -56,21 +58,6 @@ class BuildResult:
     cached: list[str] = attrs.field(factory=list)
     failed: list[str] = attrs.field(factory=list)
     warnings: list[str] = attrs.field(factory=list)  # cache entries that failed their integrity check
-
-
-class Backend(Protocol):
-    """What build.py needs from a backend plugin (see kag/plugins/backends/)."""
-
-    name: str
-    device: str
-
-    def toolchain_id(self) -> str: ...
-
-    def source_kind(self, rel: str) -> str: ...
-
-    def compile_command(self, kind: str, source: str, obj: str) -> list[str]: ...
-
-    def link_command(self, objects: list[str], out: str, sources_text: str) -> list[str]: ...
 
 
 # ---------------------------------------------------------------------------------------------
