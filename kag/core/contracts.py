@@ -230,7 +230,7 @@ class Composer(Protocol):
     """Stacks seed operators into fused tasks for ``kag data compose``."""
 
     def params(self) -> dict[str, Any]:
-        """The settings the manifest records: a rerun with other settings starts over."""
+        """The settings the manifest records; a finished stage is reused only when they match."""
 
     def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> Candidate:
         """The task of one attempt at one slot; raises kag.core.synthesis.ComposeError to reject it."""
@@ -244,7 +244,7 @@ class ExecutionFilter(Protocol):
     slots: list[str]  # one per worker
 
     def params(self) -> dict[str, Any]:
-        """The settings the manifest records: a rerun with other settings starts over."""
+        """The settings the manifest records; a finished stage is reused only when they match."""
 
     def run(self, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, dict[str, Any]]]:
         """(id, code) pairs in; (id, verdict) pairs out, ``verdict["ok"]`` saying whether to keep it."""
