@@ -106,10 +106,8 @@ def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, polic
     name = plugins.selected("policy")
     opts = config.options("policies", name)
     opts.update(parse_key_values(policy_pairs, "--policy-option"))
-    if backend == "auto":
-        from kag.core.gpu_pool import cuda_usable
+    from kag.core.gpu_pool import pick_backend
 
-        backend = "cuda" if cuda_usable() else "cpu"
     cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
-                      eval_options=EvalOptions(backend=backend, num_timed=num_timed))
+                      eval_options=EvalOptions(backend=pick_backend(backend), num_timed=num_timed))
     return name, opts, cfg

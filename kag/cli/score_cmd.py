@@ -62,14 +62,6 @@ def read_solution_dir(path: Path) -> Any:
         raise TaskError(f"{path}: {exc}") from None
 
 
-def pick_backend(name: str) -> str:
-    if name != "auto":
-        return name
-    from kag.core.gpu_pool import cuda_usable
-
-    return "cuda" if cuda_usable() else "cpu"
-
-
 def result_json(result: Any) -> dict[str, Any]:
     """The EvalResult as JSON with the documented keys always present."""
     from kag.core.records import to_dict
@@ -126,6 +118,7 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
     import attrs
 
     from kag.core.evaluate import EvalOptions, Timeouts, evaluate
+    from kag.core.gpu_pool import pick_backend
 
     if workspace is not None:
         task_spec = task_spec or str(workspace / "model.py")

@@ -144,11 +144,9 @@ def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
 def _resolve_backend(backend: str) -> str:
     if backend not in ("cuda", "cpu", "auto"):
         raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
-    if backend == "auto":
-        from kag.core.gpu_pool import cuda_usable
+    from kag.core.gpu_pool import pick_backend
 
-        return "cuda" if cuda_usable() else "cpu"
-    return backend
+    return pick_backend(backend)
 
 
 def _freeze(value: Any) -> Any:
