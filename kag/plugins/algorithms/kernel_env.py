@@ -111,9 +111,9 @@ def _block_path(info: str, line_no: int) -> str:
 def skill_summary(backend: str) -> str:
     """SKILL.md without the tool workflow (single-turn answers cannot compile or profile): the
     intro, files, how to write kernels, what is allowed and forbidden, and the CPU notes on cpu."""
-    import importlib.resources
+    from kag.core.workspace import skill_text
 
-    text = (Path(str(importlib.resources.files("kag.skill"))) / "SKILL.md").read_text(encoding="utf-8")
+    text = skill_text()
     out = []
     for section in re.split(r"(?m)^(?=## )", text):
         title = section.splitlines()[0] if section.strip() else ""
