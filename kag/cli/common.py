@@ -10,9 +10,10 @@ import click
 from kag.core.config import Config, ConfigError, load_config, parse_value
 from kag.core.eval_server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
+from kag.core.records import JsonlError
 from kag.core.tasks import TaskError
 
-USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError)
+USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError, JsonlError)
 
 
 def plugin_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -163,7 +163,7 @@ def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, win
                compile_backend: str, quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Run every OUT/composed.jsonl task; keep the usable ones in OUT/filtered.jsonl."""
     from kag.cli import data_stages as st
-    from kag.core.synthesis import read_jsonl
+    from kag.core.records import read_jsonl
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)
@@ -188,7 +188,7 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
              config_path: str | None) -> None:
     """Drop OUT/filtered.jsonl tasks structurally close to a benchmark; write the histogram and numbers."""
     from kag.cli import data_stages as st
-    from kag.core.synthesis import read_jsonl
+    from kag.core.records import read_jsonl
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)
