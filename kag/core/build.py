@@ -12,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import hashlib
-import importlib.resources
 import importlib.util
 import json
 import os
@@ -34,11 +33,11 @@ import attrs
 from kag.core import integrity
 from kag.core.contracts import Backend  # the contract; re-exported from here for old imports
 from kag.core.records import Solution
+from kag.core.workspace import BINDING_FILES, skill_dir
 
 MODULE_NAME = "cuda_extension"
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inl", ".inc")
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
-SKILL_FIXED = ("binding.cpp", "binding_registry.h")
 MAX_LOG_LINES = 60
 
 
@@ -165,11 +164,6 @@ def tool_version(tool: str) -> str:
     if out.returncode != 0:
         raise BuildSetupError(f"{tool} --version failed: {out.stderr.strip()[:200]}")
     return f"{shutil.which(tool) or tool}: {' '.join(out.stdout.split())}"
-
-
-def skill_dir() -> Path:
-    """The fixed workspace files shipped with the package."""
-    return Path(str(importlib.resources.files("kag.skill")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +329,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
 def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,
            jobs: int, timeout_s: float, start: float) -> BuildResult:
     kernels = _normalise_kernels(solution.kernels)
-    fixed = {name: (skill_dir() / name).read_bytes() for name in SKILL_FIXED}
+    fixed = {name: (skill_dir() / name).read_bytes() for name in BINDING_FILES}
     src_root, staged = out_dir / "src", out_dir / "objects"
     for folder in (src_root, staged):
         if folder.exists():

@@ -111,9 +111,9 @@ def _block_path(info: str, line_no: int) -> str:
 def skill_summary(backend: str) -> str:
     """SKILL.md without the tool workflow (single-turn answers cannot compile or profile): the
     intro, files, how to write kernels, what is allowed and forbidden, and the CPU notes on cpu."""
-    import importlib.resources
+    from kag.core.workspace import skill_text
 
-    text = (Path(str(importlib.resources.files("kag.skill"))) / "SKILL.md").read_text(encoding="utf-8")
+    text = skill_text()
     out = []
     for section in re.split(r"(?m)^(?=## )", text):
         title = section.splitlines()[0] if section.strip() else ""
@@ -144,11 +144,9 @@ def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
 def _resolve_backend(backend: str) -> str:
     if backend not in ("cuda", "cpu", "auto"):
         raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
-    if backend == "auto":
-        from kag.core.gpu_pool import cuda_usable
+    from kag.core.gpu_pool import pick_backend
 
-        return "cuda" if cuda_usable() else "cpu"
-    return backend
+    return pick_backend(backend)
 
 
 def _freeze(value: Any) -> Any:
