@@ -7,10 +7,11 @@ sandbox when the sandbox is a container); commands run through ``run``, ``open_s
 
 A handle may also evaluate (``SandboxEvaluator``): a sandbox whose point is that the agent's code
 never runs on this machine (``docker``) must build and evaluate the episode's solutions itself, so
-the episode's evaluator (``kag.core.agent.EpisodeEvaluator``, the RL environment's) asks the
-handle through ``evaluate_with``/``build_with`` and falls back to the local trusted evaluator
-(``kag.core.evaluate``) only for handles without one. Trusted side: this module runs on the host.
-The Protocols (``Sandbox``, ``SandboxHandle``, ``SandboxEvaluator``) live in kag.core.contracts.
+the episode's evaluator (``kag.core.episode.EpisodeEvaluator``, for ``kag run`` and the RL
+environment alike) asks the handle through ``evaluate_with``/``build_with`` and falls back to the
+local trusted evaluator (``kag.core.evaluate``) only for handles without one. Trusted side: this
+module runs on the host. The Protocols (``Sandbox``, ``SandboxHandle``, ``SandboxEvaluator``) live
+in kag.core.contracts.
 """
 
 from __future__ import annotations
