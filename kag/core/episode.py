@@ -15,6 +15,7 @@ Trusted side: this runs outside the sandbox and reads the agent's workspace only
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import threading
@@ -162,7 +163,8 @@ class Episode:
             self.bridge.set_handler(self.evaluator)
             self.ctx = ToolContext.from_sandbox(self.handle)
         except BaseException:
-            self.close()
+            with contextlib.suppress(Exception):  # the failure to start is the one to report
+                self.close()
             raise
 
     def __enter__(self) -> "Episode":
