@@ -13,10 +13,11 @@ from kag.cli.common import make_plugins, plugin_options, user_errors
 def resolve_backend(workspace: Path, backend: str | None, plugin_pairs: tuple[str, ...],
                     config_path: str | None):
     """--backend, else the workspace's .kag/workspace.json, else --plugin / kag.toml / default."""
+    from kag.core.plugins import parse_plugin_options
     from kag.core.workspace import read_meta
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
-    has_plugin_choice = any(p.split("=", 1)[0].strip() == "backend" for p in plugin_pairs)
+    has_plugin_choice = "backend" in parse_plugin_options(plugin_pairs)
     name = backend or (None if has_plugin_choice else read_meta(workspace).get("backend"))
     return plugins.create("backend", name or plugins.selected("backend"))
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import click
 
-from kag.core.config import Config, ConfigError, load_config
+from kag.core.config import Config, ConfigError, load_config, parse_value
 from kag.core.eval_server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
+from kag.core.records import JsonlError
 from kag.core.tasks import TaskError
 
-USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError)
+USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError, JsonlError)
 
 
 def plugin_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,19 +60,17 @@ def open_dataset(plugins: Plugins, config: Config, spec: str, **options: Any) ->
     return plugins.create("dataset", name, **opts)
 
 
-def parse_key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
-    """``K=V`` pairs -> dict; values are parsed as JSON when they can be (numbers, true, lists)."""
-    import json
+def parse_key_values(pairs: Iterable[str], option: str, example: str = "name=value") -> dict[str, Any]:
+    """Repeated ``KEY=VALUE`` options (--policy-option, --set) -> dict, values read by ``parse_value``.
 
+    The one parser, so the same VALUE means the same in every command; a malformed item is a usage
+    error (exit 2) naming the option and showing the form, e.g. ``--set steps=5``."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"{option} takes KEY=VALUE, got {pair!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE; write e.g. {option} {example}", param_hint=option)
+        out[key.strip()] = parse_value(value)
     return out
 
 
@@ -80,7 +79,8 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--policy", help="Policy plugin (default: the selected one, replay)."),
         click.option("--policy-option", "policy_pairs", multiple=True, metavar="KEY=VALUE",
-                     help="Option for the policy, e.g. path=script.yaml, base_url=..., model=... (repeatable)."),
+                     help="Option for the policy, e.g. path=script.yaml, base_url=..., model=... "
+                          "(repeatable; VALUE as in kag.toml)."),
         click.option("--backend", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
                      help="auto: cuda when a GPU is visible, else cpu."),
         click.option("--max-turns", type=click.IntRange(1), default=200, show_default=True),
@@ -105,11 +105,9 @@ def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, polic
         plugins.select({"policy": policy})
     name = plugins.selected("policy")
     opts = config.options("policies", name)
-    opts.update(parse_key_values(policy_pairs, "--policy-option"))
-    if backend == "auto":
-        from kag.core.gpu_pool import cuda_usable
+    opts.update(parse_key_values(policy_pairs, "--policy-option", "model=my-model"))
+    from kag.core.gpu_pool import pick_backend
 
-        backend = "cuda" if cuda_usable() else "cpu"
     cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
-                      eval_options=EvalOptions(backend=backend, num_timed=num_timed))
+                      eval_options=EvalOptions(backend=pick_backend(backend), num_timed=num_timed))
     return name, opts, cfg

@@ -7,13 +7,12 @@ Every stage writes its file into ``--out`` and records counts, reasons and param
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from kag.cli.common import make_plugins, open_dataset, plugin_options, user_errors
+from kag.cli.common import make_plugins, open_dataset, parse_key_values, plugin_options, user_errors
 
 
 def _data_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -34,19 +33,6 @@ def _data_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise SystemExit(2) from None
 
     return wrapper
-
-
-def _opts(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r}: use KEY=VALUE", param_hint=flag)
-        try:
-            out[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip()] = value
-    return out
 
 
 def _folder(out: str) -> tuple[Path, Any]:
@@ -80,7 +66,7 @@ def compose_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--policy", default=None, help="Policy plugin of the llm composer (default: kag.toml's)."),
         click.option("--policy-option", "policy_opts", multiple=True, metavar="KEY=VALUE",
-                     help="Option for the policy, e.g. path=answers.yaml (repeatable; JSON values allowed)."),
+                     help="Option for the policy, e.g. path=answers.yaml (repeatable; VALUE as in kag.toml)."),
     ]):
         fn = opt(fn)
     return fn
@@ -108,7 +94,8 @@ def _composer_opts(plugins: Any, composer: str, profile: str, policy: str | None
         profile = "gpu" if torch.cuda.is_available() else "cpu"
     opts: dict[str, Any] = {"profile": profile}
     if composer == "llm":
-        opts.update(plugins=plugins, policy=policy, policy_options=_opts(policy_opts, "--policy-option"))
+        opts.update(plugins=plugins, policy=policy,
+                    policy_options=parse_key_values(policy_opts, "--policy-option", "model=my-model"))
     return opts
 
 
@@ -176,7 +163,7 @@ def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, win
                compile_backend: str, quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Run every OUT/composed.jsonl task; keep the usable ones in OUT/filtered.jsonl."""
     from kag.cli import data_stages as st
-    from kag.core.synthesis import read_jsonl
+    from kag.core.records import read_jsonl
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)
@@ -201,7 +188,7 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
              config_path: str | None) -> None:
     """Drop OUT/filtered.jsonl tasks structurally close to a benchmark; write the histogram and numbers."""
     from kag.cli import data_stages as st
-    from kag.core.synthesis import read_jsonl
+    from kag.core.records import read_jsonl
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)

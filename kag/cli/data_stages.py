@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kag.core.plugins import Plugins
-from kag.core.records import from_dict, to_dict
-from kag.core.synthesis import (Candidate, ComposeError, JsonlWriter, Manifest, Seed, SynthesisError, allocate,
-                                count_reasons, read_jsonl)
+from kag.core.records import append_jsonl, from_dict, read_jsonl
+from kag.core.synthesis import Candidate, ComposeError, Manifest, Seed, SynthesisError, allocate, count_reasons
 
 FILES = {"crawl": "seeds.jsonl", "compose": "composed.jsonl", "filter": "filtered.jsonl",
          "decontam": "clean.jsonl", "output": "data.parquet"}
@@ -54,6 +53,12 @@ def _check_params(manifest: Manifest, stage: str, params: dict[str, Any]) -> boo
     return False
 
 
+def _rewrite(path: Path, records: list[Any]) -> None:
+    """A stage's file written afresh, line by line (``append_jsonl``)."""
+    path.unlink(missing_ok=True)
+    append_jsonl(path, *records)
+
+
 def load_seeds(path: Path) -> list[Seed]:
     if not path.exists():
         raise SynthesisError(f"{path} does not exist; run `kag data crawl --out {path.parent}` first")
@@ -78,9 +83,7 @@ def crawl(plugins: Plugins, out: Path, manifest: Manifest, crawlers: list[str], 
                         "skipped_reasons": count_reasons(result.skipped.values()),
                         "failures": result.failed, "skips": result.skipped}
         bar.advance(task)
-    with JsonlWriter(out, truncate=True) as w:
-        for s in seeds:
-            w.write(to_dict(s))
+    _rewrite(out, seeds)
     manifest.update("crawl", complete=True, params=params, file=out.name, seeds=len(seeds), crawlers=report,
                     elapsed_s=round(time.perf_counter() - start, 2))
     return seeds
@@ -107,25 +110,26 @@ def compose(plugins: Plugins, seeds: list[Seed], out: Path, manifest: Manifest, 
     seen = {r["code"] for r in done.values()}
     buckets = allocate(n, mix)
     task = bar.add_task(f"compose ({composer_name})", total=n, completed=len(slots_done), note="")
-    with JsonlWriter(out) as kept, JsonlWriter(rejects_path) as rejected:
-        for slot, bucket in enumerate(buckets):
-            if slot in slots_done:
+    append_jsonl(out)  # the stage's files exist even when it writes nothing
+    append_jsonl(rejects_path)
+    for slot, bucket in enumerate(buckets):
+        if slot in slots_done:
+            continue
+        for attempt in range(retries):
+            index = slot + attempt * n
+            try:
+                cand: Candidate = composer.compose(seeds, bucket, index, seed)
+                if cand.code in seen:
+                    raise ComposeError("duplicate of an earlier task")
+            except ComposeError as exc:
+                append_jsonl(rejects_path, {"slot": slot, "bucket": bucket, "attempt": attempt,
+                                            "reason": str(exc), "final": attempt == retries - 1})
                 continue
-            for attempt in range(retries):
-                index = slot + attempt * n
-                try:
-                    cand: Candidate = composer.compose(seeds, bucket, index, seed)
-                    if cand.code in seen:
-                        raise ComposeError("duplicate of an earlier task")
-                except ComposeError as exc:
-                    rejected.write({"slot": slot, "bucket": bucket, "attempt": attempt, "reason": str(exc),
-                                    "final": attempt == retries - 1})
-                    continue
-                cand.made_by["slot"] = slot
-                seen.add(cand.code)
-                kept.write(to_dict(cand))
-                break
-            bar.advance(task)
+            cand.made_by["slot"] = slot
+            seen.add(cand.code)
+            append_jsonl(out, cand)
+            break
+        bar.advance(task)
     records = read_jsonl(out)
     rejects = read_jsonl(rejects_path)
     manifest.update("compose", complete=True, params=params, file=out.name, requested=n, composed=len(records),
@@ -163,18 +167,19 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
                         throughput_tasks_per_min=round((prev_checked + checked) / elapsed * 60, 2) if elapsed else None,
                         **extra)
 
-    with JsonlWriter(out) as kept, JsonlWriter(rejects_path) as rejected:
-        for key, verdict in filt.run([(c["id"], c["code"]) for c in todo]):
-            checked += 1
-            rec = by_id[key]
-            if verdict["ok"]:
-                kept.write({**rec, "filter": verdict})
-            else:
-                rejected.write({"id": key, "ops": rec["ops"], "data_source": rec["data_source"], **verdict})
-            bar.update(task, note=f"{checked / (time.perf_counter() - start) * 60:.1f} tasks/min")
-            bar.advance(task)
-            if checked % 10 == 0:
-                record(complete=False)
+    append_jsonl(out)  # the stage's files exist even when it writes nothing
+    append_jsonl(rejects_path)
+    for key, verdict in filt.run([(c["id"], c["code"]) for c in todo]):
+        checked += 1
+        rec = by_id[key]
+        if verdict["ok"]:
+            append_jsonl(out, {**rec, "filter": verdict})
+        else:
+            append_jsonl(rejects_path, {"id": key, "ops": rec["ops"], "data_source": rec["data_source"], **verdict})
+        bar.update(task, note=f"{checked / (time.perf_counter() - start) * 60:.1f} tasks/min")
+        bar.advance(task)
+        if checked % 10 == 0:
+            record(complete=False)
     record(complete=True)
     records = read_jsonl(out)
     return records
@@ -197,12 +202,10 @@ def decontaminate(plugins: Plugins, tasks: list[dict[str, Any]], out: Path, mani
         rec = {**rec, "decontam": {"similarity": round(score, 4), "closest": match}}
         (kept if dec.keep(score) else dropped).append(rec)
         bar.advance(task)
-    with JsonlWriter(out, truncate=True) as w:
-        for rec in kept:
-            w.write(rec)
-    with JsonlWriter(out.with_name("decontam_rejects.jsonl"), truncate=True) as w:
-        for rec in dropped:
-            w.write({"id": rec["id"], "ops": rec["ops"], "reason": "similar_to_benchmark", **rec["decontam"]})
+    _rewrite(out, kept)
+    _rewrite(out.with_name("decontam_rejects.jsonl"),
+             [{"id": rec["id"], "ops": rec["ops"], "reason": "similar_to_benchmark", **rec["decontam"]}
+              for rec in dropped])
     dec.write_report(scores, out.parent, {"against": against})
     manifest.update("decontam", complete=True, params=params, file=out.name, checked=len(tasks), kept=len(kept),
                     reasons={"similar_to_benchmark": len(dropped)} if dropped else {},

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import click
 
 from kag.cli.common import make_plugins, open_dataset, plugin_options, user_errors
+from kag.core.evaluate import COMPILE_MODES
 from kag.core.tasks import TaskError
 
 _DATASET_ID = re.compile(r"^(?P<dataset>[\w.-]+):(?:level)?(?P<level>\d+)/(?P<pid>\d+)(?:_\S*)?$")
@@ -62,14 +63,6 @@ def read_solution_dir(path: Path) -> Any:
         raise TaskError(f"{path}: {exc}") from None
 
 
-def pick_backend(name: str) -> str:
-    if name != "auto":
-        return name
-    from kag.core.gpu_pool import cuda_usable
-
-    return "cuda" if cuda_usable() else "cpu"
-
-
 def result_json(result: Any) -> dict[str, Any]:
     """The EvalResult as JSON with the documented keys always present."""
     from kag.core.records import to_dict
@@ -95,8 +88,7 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="A workspace: task = DIR/model.py, solution = DIR."),
         click.option("--backend", type=click.Choice(["cuda", "cpu", "auto"]), default="auto", show_default=True),
         click.option("--tolerance", help="Tolerance policy (cuda-agent, strict); default: the selected plugin."),
-        click.option("--compile-mode", default="default", show_default=True,
-                     type=click.Choice(["default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"])),
+        click.option("--compile-mode", default="default", show_default=True, type=click.Choice(COMPILE_MODES)),
         click.option("--num-checks", type=click.IntRange(1), default=5, show_default=True),
         click.option("--num-timed", type=click.IntRange(1), default=100, show_default=True),
         click.option("--warmup", type=click.IntRange(0), default=10, show_default=True),
@@ -126,6 +118,7 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
     import attrs
 
     from kag.core.evaluate import EvalOptions, Timeouts, evaluate
+    from kag.core.gpu_pool import pick_backend
 
     if workspace is not None:
         task_spec = task_spec or str(workspace / "model.py")

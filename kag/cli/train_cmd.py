@@ -8,17 +8,11 @@ resumes from its checkpoint when rerun.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
-from kag.cli.common import USER_ERRORS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from kag.cli.common import USER_ERRORS, parse_key_values
 
 STAGE_HELP = {
     "warmup": "Single-turn PPO: the model answers each task in one message, the environment scores it "
@@ -34,29 +28,17 @@ STAGE_HELP = {
 }
 
 
-def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"--set takes KEY=VALUE (e.g. --set steps=5), got {pair!r}")
-        try:
-            out[key.strip()] = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key.strip()] = raw
-    return out
-
-
 def run_stage(stage: str, config_path: str, sets: tuple[str, ...] = (), plugin_pairs: tuple[str, ...] = ()) -> dict[str, Any]:
     """Load the config, pick plugins, run one stage; returns its summary."""
     from kag.core.config import load_config
     from kag.core.plugins import Plugins, parse_plugin_options
 
+    overrides = parse_key_values(sets, "--set", "steps=5")  # a typo fails before anything is loaded
     config = load_config(config_path)
     data = dict(config.data)
     train = dict(data.get("train", {}))
     stage_table = dict(train.get(stage, {}))
-    stage_table.update(_parse_sets(sets))
+    stage_table.update(overrides)
     train[stage] = stage_table
     data["train"] = train
     plugins = Plugins()
@@ -71,7 +53,7 @@ def _stage_command(stage: str) -> click.Command:
     @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
                   help="TOML with [train] and [train." + stage + "] tables (and [environments.NAME]).")
     @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                  help="Override a train setting, e.g. --set steps=5 (repeatable).")
+                  help="Override a train setting, e.g. --set steps=5 (repeatable; VALUE as in the TOML config).")
     @click.option("--plugin", "plugin_pairs", multiple=True, metavar="KIND=NAME",
                   help="Choose a plugin by name (repeatable).")
     def command(config_path: str, sets: tuple[str, ...], plugin_pairs: tuple[str, ...]) -> None:

@@ -15,34 +15,19 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from kag.core.metrics import fast_p_curve, summarize
-from kag.core.records import EvalResult, Task, from_dict, to_dict
-from kag.core.trajectory import append_line
+from kag.core.records import EvalResult, Task, append_jsonl, from_dict, read_jsonl, to_dict
 
 FAST_P = [0.0, 0.5, 0.8, 1.0, 1.05, 1.2, 1.5, 2.0, 3.0]
 
 
 def finished_tasks(out: Path) -> set[str]:
-    path = out / "results.jsonl"
-    if not path.exists():
-        return set()
-    done = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            done.add(json.loads(line)["task"])
-        except (ValueError, KeyError):
-            continue  # a line cut by a kill: that task runs again
-    return done
+    """Tasks with a result line (a line cut by a kill is not one: that task runs again)."""
+    return {row["task"] for row in load_results(out) if isinstance(row, dict) and "task" in row}
 
 
 def load_results(out: Path) -> list[dict[str, Any]]:
-    rows = []
-    path = out / "results.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
+    """Every result line so far (``run_all`` appends one as each episode ends)."""
+    return read_jsonl(out / "results.jsonl")
 
 
 def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[Any, EvalResult | None, Any]],
@@ -65,7 +50,7 @@ def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[An
             row = {"task": task.name, "level": task.level, "episode_id": None, "reward": None,
                    "stop_reason": f"error: {type(exc).__name__}: {exc}", "result": None, "solution": None}
         with lock:
-            append_line(out / "results.jsonl", json.dumps(row))
+            append_jsonl(out / "results.jsonl", row)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = [pool.submit(one, t) for t in todo]

@@ -33,9 +33,13 @@ Handler = Callable[[str, list[str]], BridgeReply]
 
 
 class EvalBridge:
-    """Serve ``handler(action, args)`` on a Unix socket until ``close()``."""
+    """Serve ``handler(action, args)`` on a Unix socket until ``close()``.
 
-    def __init__(self, handler: Handler, directory: str | Path | None = None):
+    The handler may come after the bridge (``set_handler``): an episode's sandbox must be started
+    with the bridge's directory before the evaluator that answers it can be made for its workspace.
+    """
+
+    def __init__(self, handler: Handler | None = None, directory: str | Path | None = None):
         self.handler = handler
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kag-bridge-"))
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -47,12 +51,19 @@ class EvalBridge:
             self.socket_path, self._answer, mode=0o777, max_request=MAX_REQUEST, name="kag-eval-bridge",
             error_reply=lambda message: attrs.asdict(BridgeReply(f"kag evaluator error: {message}", 1)))
 
+    def set_handler(self, handler: Handler) -> None:
+        """Answer every later request with ``handler``."""
+        with self._lock:
+            self.handler = handler
+
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         action = request.get("action")
         args = [str(a) for a in request.get("args", [])]
         if action not in ACTIONS:
             return attrs.asdict(BridgeReply(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", 2))
         with self._lock:
+            if self.handler is None:  # an error reply (error_reply above); the bridge keeps serving
+                raise RuntimeError("no evaluator is answering yet")
             return attrs.asdict(self.handler(action, args))
 
     def close(self) -> None:

@@ -1,9 +1,10 @@
 """Compile a solution into the ``cuda_extension`` module, one cached object per source file.
 
-Backend plugins (cuda, cpu) say which compiler and flags each file needs; this module owns the
-rest: content hashing, the object cache, parallel compiles with timeouts, linking, and trimming
-compiler output to the lines an agent can act on. An unchanged file is never compiled twice, and
-the fixed ``binding.cpp`` object is shared by every solution built with the same toolchain.
+Backend plugins (cuda, cpu) say which compiler and flags each file needs (the ``Backend``
+Protocol of kag.core.contracts); this module owns the rest: content hashing, the object cache,
+parallel compiles with timeouts, linking, and trimming compiler output to the lines an agent can
+act on. An unchanged file is never compiled twice, and the fixed ``binding.cpp`` object is shared
+by every solution built with the same toolchain.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import hashlib
-import importlib.resources
 import importlib.util
 import json
 import os
@@ -26,17 +26,18 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from kag.core import integrity
+from kag.core.contracts import Backend  # the contract; re-exported from here for old imports
 from kag.core.records import Solution
+from kag.core.workspace import BINDING_FILES, skill_dir
 
 MODULE_NAME = "cuda_extension"
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inl", ".inc")
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
-SKILL_FIXED = ("binding.cpp", "binding_registry.h")
 MAX_LOG_LINES = 60
 
 
@@ -56,21 +57,6 @@ class BuildResult:
     cached: list[str] = attrs.field(factory=list)
     failed: list[str] = attrs.field(factory=list)
     warnings: list[str] = attrs.field(factory=list)  # cache entries that failed their integrity check
-
-
-class Backend(Protocol):
-    """What build.py needs from a backend plugin (see kag/plugins/backends/)."""
-
-    name: str
-    device: str
-
-    def toolchain_id(self) -> str: ...
-
-    def source_kind(self, rel: str) -> str: ...
-
-    def compile_command(self, kind: str, source: str, obj: str) -> list[str]: ...
-
-    def link_command(self, objects: list[str], out: str, sources_text: str) -> list[str]: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,11 +164,6 @@ def tool_version(tool: str) -> str:
     if out.returncode != 0:
         raise BuildSetupError(f"{tool} --version failed: {out.stderr.strip()[:200]}")
     return f"{shutil.which(tool) or tool}: {' '.join(out.stdout.split())}"
-
-
-def skill_dir() -> Path:
-    """The fixed workspace files shipped with the package."""
-    return Path(str(importlib.resources.files("kag.skill")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +329,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
 def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,
            jobs: int, timeout_s: float, start: float) -> BuildResult:
     kernels = _normalise_kernels(solution.kernels)
-    fixed = {name: (skill_dir() / name).read_bytes() for name in SKILL_FIXED}
+    fixed = {name: (skill_dir() / name).read_bytes() for name in BINDING_FILES}
     src_root, staged = out_dir / "src", out_dir / "objects"
     for folder in (src_root, staged):
         if folder.exists():

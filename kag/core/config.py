@@ -48,6 +48,22 @@ class Config:
         return dict(table) if isinstance(table, dict) else {}
 
 
+def parse_value(text: str) -> Any:
+    """A command-line VALUE read the way kag.toml reads one (5, 0.7, true, "x", [1, 2], {k = 1}), so
+    an option given on the command line means what it would in the file; else as JSON (null,
+    {"k": 1}: forms TOML has not); else the text itself (paths, URLs, model names)."""
+    import json
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Read ``path`` (must exist) or ``./kag.toml`` (optional)."""
     if path is None:

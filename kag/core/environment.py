@@ -11,16 +11,17 @@ Environment plugins register under the kind ``environment``::
     def kag_register_environments(register):
         register("copy-digit", CopyDigitEnv)
 
-A factory is called once per concurrent episode slot; ``reset`` starts a new episode on it.
+A factory is called once per concurrent episode slot; ``reset`` starts a new episode on it. The
+``Environment`` Protocol lives in kag.core.contracts.
 """
 
 from __future__ import annotations
 
-import random
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterator
 
 import attrs
 
+from kag.core.contracts import Environment  # noqa: F401 - the contract, re-exported
 from kag.core.records import Message
 
 
@@ -36,18 +37,6 @@ class StepResult:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.observation, self.reward, self.done))
-
-
-@runtime_checkable
-class Environment(Protocol):
-    def sample_tasks(self, n: int, rng: random.Random) -> list[Any]:
-        """n tasks to start episodes from (any picklable value the env's ``reset`` accepts)."""
-
-    def reset(self, task: Any) -> list[Message]:
-        """Start an episode on ``task``; return the prompt messages."""
-
-    def step(self, action: str) -> StepResult | tuple[list[Message] | None, float, bool]:
-        """Apply the model's action text; return (observation messages or None, reward, done)."""
 
 
 def as_step_result(value: StepResult | tuple[Any, ...], env_name: str = "environment") -> StepResult:

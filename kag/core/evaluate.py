@@ -27,6 +27,8 @@ import attrs
 from kag.core.plugins import Plugins
 from kag.core.records import EvalResult, RewardValue, Solution, Task, TimingStats, Violation, from_dict
 
+# torch.compile modes the compile baseline accepts ("default" is torch's mode=None); listed once
+# for EvalOptions.compile_mode, the baseline plugin and the CLI's --compile-mode choices.
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "mismatch", "exception")
 INIT_SEED = 42  # weights are not secret: the candidate receives them anyway

@@ -89,6 +89,16 @@ def cuda_usable() -> bool:
         return False
 
 
+def pick_backend(backend: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when :func:`cuda_usable`, else ``"cpu"``; any other name as given.
+
+    The one place "auto" is decided, so ``kag run``/``eval``/``score`` and the training
+    environments agree on which backend a machine gets."""
+    if backend != "auto":
+        return backend
+    return "cuda" if cuda_usable() else "cpu"
+
+
 class GpuPool:
     def __init__(self, devices: list[str] | None = None, lock_dir: str | Path | None = None):
         self._devices = devices

@@ -6,7 +6,8 @@ A guard plugin (kind ``guard``) is an object with a ``name`` and either or both 
 first on the sources, the second in the judge on the ``Observations`` (kag.core.observe) that a
 profiler running through EVERY call of the candidate (correctness checks and timed calls alike)
 recorded. Every guard takes the same options (``GuardOptions``) so the evaluator can pass one set
-to all of them.
+to all of them. The Protocols (``Guard``, ``StaticGuard``, ``ObservationGuard``) live in
+kag.core.contracts.
 
 Guards are feedback and policy (no PyTorch compute, kernels of one's own), never what the verdict's
 integrity rests on: timing is the judge's clock (kag.core.judge_timing), correctness is the judge's
@@ -20,10 +21,11 @@ import ast
 import math
 import re
 import sys
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Iterable
 
 import attrs
 
+from kag.core.contracts import Guard  # noqa: F401 - the contract (with StaticGuard, ObservationGuard), re-exported
 from kag.core.records import Solution, Task, Violation
 
 TOLERANCE_POLICIES = ("cuda-agent", "strict")
@@ -55,11 +57,6 @@ class RunInfo:
     extension_path: str | None = None  # the built cuda_extension*.so
     allow_cublas: bool = True
     allow_cudnn: bool = True
-
-
-@runtime_checkable
-class Guard(Protocol):
-    name: str
 
 
 class GuardBase:

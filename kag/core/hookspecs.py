@@ -2,7 +2,8 @@
 
 Each hook receives a ``register(name, factory)`` callback (in the style of simonw's llm), so one
 plugin can contribute many named items and the core keeps the name -> factory registry. Built-in
-plugins implement these hooks exactly as a third-party package would.
+plugins implement these hooks exactly as a third-party package would. Each hook's docstring names
+the Protocol of kag.core.contracts that its factories' products must satisfy.
 """
 
 from __future__ import annotations
@@ -39,72 +40,84 @@ KINDS: tuple[str, ...] = tuple(KIND_HOOKS)
 
 @hookspec
 def kag_register_datasets(register: Register) -> None:
-    """Register task sources: ``register("kernelbench", KernelBenchDataset)``."""
+    """Register task sources: ``register(name, factory: Callable[..., Dataset])``, e.g.
+    ``register("kernelbench", KernelBenchDataset)``."""
 
 
 @hookspec
 def kag_register_tools(register: Register) -> None:
-    """Register agent tools (bash, read, write, ...)."""
+    """Register agent tools (bash, read, write, ...): ``register(name, factory: Callable[..., AgentTool])``."""
 
 
 @hookspec
 def kag_register_sandboxes(register: Register) -> None:
-    """Register sandboxes that hold an episode's workspace and run its commands."""
+    """Register sandboxes that hold an episode's workspace and run its commands:
+    ``register(name, factory: Callable[..., Sandbox])``; ``start`` returns a ``SandboxHandle``."""
 
 
 @hookspec
 def kag_register_baselines(register: Register) -> None:
-    """Register baselines the candidate is timed against (eager, torch.compile modes)."""
+    """Register baselines the candidate is timed against (eager, torch.compile modes):
+    ``register(name, factory: Callable[..., Baseline])``."""
 
 
 @hookspec
 def kag_register_rewards(register: Register) -> None:
-    """Register rewards that turn an EvalResult into a number."""
+    """Register rewards that turn an EvalResult into a number: ``register(name, factory: Callable[..., Reward])``."""
 
 
 @hookspec
 def kag_register_guards(register: Register) -> None:
-    """Register anti-reward-hacking checks (static and at run time)."""
+    """Register anti-reward-hacking checks (static and at run time):
+    ``register(name, factory: Callable[..., Guard])``, a Guard that is a ``StaticGuard``, an
+    ``ObservationGuard`` or both."""
 
 
 @hookspec
 def kag_register_tolerances(register: Register) -> None:
-    """Register correctness tolerance policies (cuda-agent, strict)."""
+    """Register correctness tolerance policies (cuda-agent, strict):
+    ``register(name, factory: Callable[..., Tolerance])``."""
 
 
 @hookspec
 def kag_register_policies(register: Register) -> None:
-    """Register policies (model backends) that choose the agent's next action."""
+    """Register policies (model backends) that choose the agent's next action:
+    ``register(name, factory: Callable[..., Policy])``."""
 
 
 @hookspec
 def kag_register_algorithms(register: Register) -> None:
-    """Register training algorithms and stages (ppo, rft, value pretraining)."""
+    """Register training algorithms and stages (ppo, rft, value pretraining):
+    ``register(name, factory: Callable[..., Algorithm])``."""
 
 
 @hookspec
 def kag_register_backends(register: Register) -> None:
-    """Register build/run backends (cuda, cpu)."""
+    """Register build/run backends (cuda, cpu): ``register(name, factory: Callable[..., Backend])``."""
 
 
 @hookspec
 def kag_register_environments(register: Register) -> None:
-    """Register RL environments (see kag.core.environment: reset(task), step(action))."""
+    """Register RL environments (see kag.core.environment: reset(task), step(action)):
+    ``register(name, factory: Callable[..., Environment])``."""
 
 
 @hookspec
 def kag_register_crawlers(register: Register) -> None:
-    """Register seed-operator crawlers for ``kag data crawl`` (torch, transformers)."""
+    """Register seed-operator crawlers for ``kag data crawl`` (torch, transformers):
+    ``register(name, factory: Callable[..., Crawler])``."""
 
 
 @hookspec
 def kag_register_composers(register: Register) -> None:
-    """Register composers that stack seed operators into fused tasks (rule, llm)."""
+    """Register composers that stack seed operators into fused tasks (rule, llm):
+    ``register(name, factory: Callable[..., Composer])``."""
 
 
 @hookspec
 def kag_register_filters(register: Register) -> None:
-    """Register task filters of ``kag data`` (exec: run-based checks, decontam: benchmark overlap)."""
+    """Register task filters of ``kag data`` (exec: run-based checks, decontam: benchmark overlap):
+    ``register(name, factory: Callable[..., Filter])``, the stage's ``ExecutionFilter`` or ``DecontamFilter``."""
 
 
 @hookspec

@@ -8,9 +8,11 @@ llm's ``register`` callbacks). Worker processes rebuild a manager from plain nam
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as md
 import os
+import re
 from typing import Any, Callable, Iterable, Mapping
 
 import attrs
@@ -37,8 +39,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.backends.cuda",
     "kag.plugins.backends.cpu",
     "kag.plugins.algorithms.ppo",
-    "kag.plugins.algorithms.toy_env",
-    "kag.plugins.algorithms.kernel_env",
+    "kag.plugins.environments.toy_env",
+    "kag.plugins.environments.kernel_env",
     "kag.plugins.baselines.torch_baselines",
     "kag.plugins.tolerances.policies",
     "kag.plugins.tools.bash",
@@ -115,12 +117,14 @@ class Plugins:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.origins: dict[str, str] = {}
+        self.disable_names: dict[str, str] = {}  # entry-point plugin -> the KAG_DISABLE_PLUGINS value that skips it
         self.selection: dict[str, tuple[str, ...]] = {}
         for modname in builtins:
             self.pm.register(importlib.import_module(modname), name=modname)
             self.origins[modname] = BUILTIN
         if load_entrypoints:
             self._load_entrypoints()
+        self._check_hooks()
         self.registry: dict[str, dict[str, PluginEntry]] = {kind: {} for kind in KINDS}
         for kind in KINDS:
             self._collect(kind)
@@ -149,6 +153,24 @@ class Plugins:
             self.pm.register(plugin, name=name)
             version = ep.dist.version if ep.dist is not None else "?"
             self.origins[name] = f"{dist} {version}"
+            self.disable_names[name] = ep.name
+
+    def _check_hooks(self) -> None:
+        """A hook implementation that no hook specification names (a misspelled hook) is an error:
+        pluggy would otherwise never call it, and the plugin's items would silently be missing."""
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            name = self.pm.get_name(exc.plugin) or repr(exc.plugin)
+            origin = self.origins.get(name, name)
+            found = re.search(r"unknown hook '([^']+)'", str(exc))
+            hook = found.group(1) if found else "?"
+            known = [n for n in vars(hookspecs) if n.startswith(f"{PROJECT}_")]
+            close = difflib.get_close_matches(hook, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"the hooks are: {', '.join(known)}."
+            skip = f" or set KAG_DISABLE_PLUGINS={self.disable_names[name]}" if name in self.disable_names else ""
+            raise PluginError(f"the kag plugin {name!r} ({origin}) implements the unknown hook {hook!r}: "
+                              f"{hint} Fix the name{skip}") from None
 
     def _collect(self, kind: str) -> None:
         hook = getattr(self.pm.hook, KIND_HOOKS[kind])
@@ -171,6 +193,11 @@ class Plugins:
         """Register a plugin object after start-up (tests, notebooks) and collect its items."""
         self.pm.register(plugin, name=name)
         self.origins[name] = origin
+        try:
+            self._check_hooks()
+        except PluginError:
+            self.pm.unregister(name=name)
+            raise
         self.registry = {kind: {} for kind in KINDS}
         for kind in KINDS:
             self._collect(kind)

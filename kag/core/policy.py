@@ -3,6 +3,7 @@
 A policy plugin (kind ``policy``) returns a ``PolicyStep``: the assistant ``Message`` (its
 ``tool_calls`` are what the agent runs; none means the model is done), plus token ids and
 log-probs when the backend exposes them (RL needs them), token usage and the finish reason.
+The ``Policy`` Protocol lives in kag.core.contracts.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import attrs
 
+from kag.core.contracts import Policy  # noqa: F401 - the contract, re-exported
 from kag.core.records import Message, ToolCall
 from kag.core.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
 
@@ -37,13 +39,6 @@ class PolicyStep:
     def done(self) -> bool:
         """The model asked for no tool: the episode ends."""
         return not self.message.tool_calls
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """A model backend. ``reset`` (optional) is called at the start of each episode."""
-
-    def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyStep: ...
 
 
 def new_call_id() -> str:

@@ -6,11 +6,14 @@ record is all it takes for it to travel. ``to_json``/``from_json`` are the strin
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import types
 import typing
-from typing import Any, TypeVar, Union
+from pathlib import Path
+from typing import Any, Iterator, TypeVar, Union
 
 import attrs
 
@@ -69,6 +72,61 @@ def to_json(record: Any) -> str:
 
 def from_json(cls: type[T], text: str) -> T:
     return from_dict(cls, json.loads(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL files: results, trajectories and pipeline records are appended as they happen, and a run
+# may be killed mid-write; these two are the only code that writes or reads such a file.
+class JsonlError(ValueError):
+    """A JSONL line that is not valid JSON and is not a torn last line; names file:line."""
+
+
+def append_jsonl(path: str | Path, *records: Any) -> None:
+    """Append records (attrs records or plain JSON data), one line each, under an exclusive ``flock``,
+    first cutting off a torn last line a killed writer left; every line is flushed as it is written
+    and the file synced at the end. With no records it only makes sure the file exists."""
+    path = Path(path)
+    lines = [to_json(record).encode() + b"\n" for record in records]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":  # a writer died mid-line: drop the fragment
+                    fh.seek(0)
+                    fh.truncate(fh.read().rfind(b"\n") + 1)
+            fh.seek(0, os.SEEK_END)
+            for line in lines:
+                fh.write(line)
+                fh.flush()
+            os.fsync(fh.fileno())
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` per non-blank line. A last line without its newline that does not
+    parse is a killed writer's fragment and is skipped (``append_jsonl`` cuts it off); any other
+    bad line raises ``JsonlError``: data is never dropped silently."""
+    raw = Path(path).read_bytes()
+    lines = raw.split(b"\n")
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if n == len(lines):  # no newline after it: possibly torn
+                return
+            raise JsonlError(f"{path}:{n}: not valid JSON ({exc}); remove or fix that line") from None
+        yield n, value
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    """Every value of a JSONL file (see ``iter_jsonl``); [] when the file does not exist yet."""
+    return [value for _, value in iter_jsonl(path)] if Path(path).exists() else []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,18 +7,21 @@ sandbox when the sandbox is a container); commands run through ``run``, ``open_s
 
 A handle may also evaluate (``SandboxEvaluator``): a sandbox whose point is that the agent's code
 never runs on this machine (``docker``) must build and evaluate the episode's solutions itself, so
-the episode's evaluator (``kag.core.agent.EpisodeEvaluator``, the RL environment's) asks the
-handle through ``evaluate_with``/``build_with`` and falls back to the local trusted evaluator
-(``kag.core.evaluate``) only for handles without one. Trusted side: this module runs on the host.
+the episode's evaluator (``kag.core.episode.EpisodeEvaluator``, for ``kag run`` and the RL
+environment alike) asks the handle through ``evaluate_with``/``build_with`` and falls back to the
+local trusted evaluator (``kag.core.evaluate``) only for handles without one. Trusted side: this
+module runs on the host. The Protocols (``Sandbox``, ``SandboxHandle``, ``SandboxEvaluator``) live
+in kag.core.contracts.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from kag.core.contracts import Sandbox, SandboxEvaluator, SandboxHandle  # noqa: F401 - the contracts, re-exported
 
 if TYPE_CHECKING:
     from kag.core.build import BuildResult
@@ -44,55 +47,6 @@ class CommandResult:
             sep = "" if self.stdout.endswith("\n") else "\n"
             return f"{self.stdout}{sep}{self.stderr}"
         return self.stdout or self.stderr
-
-
-@runtime_checkable
-class SandboxHandle(Protocol):
-    """One episode's running sandbox."""
-
-    workdir: str  # the workspace path as commands inside the sandbox see it
-
-    def path(self, rel: str = "") -> Path:
-        """The workspace (or a file in it) on this machine."""
-
-    def run(self, cmd: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
-        """Run ``cmd`` with ``bash -c``; on timeout the whole process group is killed."""
-
-    def open_shell(self) -> subprocess.Popen:
-        """A long-lived ``bash`` reading commands on stdin, stdout+stderr merged on stdout, in its
-        own session (so killing its process group ends everything it started)."""
-
-    def spawn(self, cmd: str, cwd: str | None = None) -> subprocess.Popen:
-        """Start ``cmd`` in the background (own session), stdout+stderr merged on a pipe."""
-
-    def close(self) -> None:
-        """Stop everything and remove what ``start`` created (idempotent)."""
-
-
-@runtime_checkable
-class Sandbox(Protocol):
-    """A sandbox plugin: configured once, started per episode."""
-
-    def start(self, workspace_dir: str | Path | None = None, bridge_dir: str | Path | None = None) -> SandboxHandle:
-        """Put the workspace in the sandbox (copied unless configured otherwise) and return a handle.
-
-        ``bridge_dir`` holds the evaluation bridge's socket (``kag.core.bridge``); the sandbox makes
-        it reachable to commands and sets KAG_BRIDGE to the socket's path as they see it."""
-
-
-@runtime_checkable
-class SandboxEvaluator(Protocol):
-    """A handle that builds and evaluates its episode's solutions itself (where its commands run,
-    or somewhere as confined), never on this machine. Both methods stay usable after ``close()``:
-    an episode's final re-score runs once its commands are stopped. Neither raises for anything
-    the solution does; error texts must not carry this machine's file contents."""
-
-    def build(self, solution: Solution, options: EvalOptions, plugins: Plugins) -> BuildResult:
-        """What ``kag.core.build.build_solution`` would answer (``module_dir`` may be None)."""
-
-    def evaluate(self, task: Task, solution: Solution, options: EvalOptions | None = None,
-                 plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
-        """What ``kag.core.evaluate.evaluate`` would answer."""
 
 
 def evaluate_with(handle: Any, task: Task, solution: Solution, options: EvalOptions,

@@ -229,52 +229,7 @@ def allocate(n: int, mix: Mapping[str, float]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# resumable files
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file; a torn last line (a killed run) is dropped, other bad lines raise."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if i == len(lines):
-                break
-            raise SynthesisError(f"{path}:{i}: not valid JSON ({exc.msg}); delete the file to redo the stage") from None
-    return out
-
-
-class JsonlWriter:
-    """Append records one line at a time (flushed), so a killed stage resumes after the last one."""
-
-    def __init__(self, path: str | Path, truncate: bool = False):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not truncate and self.path.exists():
-            data = self.path.read_bytes()
-            if data and not data.endswith(b"\n"):  # drop a torn last line
-                self.path.write_bytes(data[: data.rfind(b"\n") + 1])
-        self._fh = open(self.path, "w" if truncate else "a", encoding="utf-8")
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        self._fh.write(json.dumps(record) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        self._fh.close()
-
-    def __enter__(self) -> "JsonlWriter":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
+# resumable files (records are appended and read back with kag.core.records' JSONL helpers)
 def versions() -> dict[str, str]:
     """Versions that decide what a pipeline run produces."""
     import importlib.metadata as md

@@ -19,13 +19,11 @@ import attrs
 
 from kag.core import safefs
 from kag.core.records import Message, ToolCall
+from kag.core.workspace import PROTECTED_PATHS
 
 if TYPE_CHECKING:
     from kag.core.plugins import Plugins
     from kag.core.sandbox import SandboxHandle
-
-# Files of the workspace contract the agent may read but never write (see DESIGN.md).
-PROTECTED_PATHS: tuple[str, ...] = ("SKILL.md", "model.py", "binding.cpp", "binding_registry.h", "utils/**")
 
 # A policy that cannot parse a tool call's JSON arguments stores the raw text under this key
 # (and the parser's message under PARSE_ERROR_KEY); validation turns it into an error observation.

@@ -5,20 +5,19 @@ Layout under an output directory::
     episodes/<episode_id>.turns.jsonl   one Turn per line, appended after each turn
     trajectories.jsonl                  one finished Trajectory per line
 
-Appends hold an exclusive ``flock`` and first cut off a partial last line left by a killed writer,
-so concurrent episodes (threads or processes) and resumed runs keep the files line-valid.
+Appends go through ``kag.core.records.append_jsonl`` (an exclusive ``flock``, a partial last line
+left by a killed writer cut off first), so concurrent episodes (threads or processes) and resumed
+runs keep the files line-valid.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Iterator
 
-from kag.core.records import EvalResult, Message, Trajectory, Turn, from_dict, to_json
+from kag.core.records import EvalResult, Message, Trajectory, Turn, append_jsonl, from_dict, iter_jsonl
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 EPISODES_DIR = "episodes"
@@ -28,27 +27,6 @@ def _safe_id(episode_id: str) -> str:
     if not episode_id or "/" in episode_id or episode_id in (".", "..") or "\0" in episode_id:
         raise ValueError(f"episode id {episode_id!r} cannot be used as a file name")
     return episode_id
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append one JSON line under an exclusive lock, repairing a torn last line first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            size = fh.seek(0, os.SEEK_END)
-            if size:
-                fh.seek(size - 1)
-                if fh.read(1) != b"\n":  # a writer died mid-line: drop the fragment
-                    fh.seek(0)
-                    data = fh.read()
-                    fh.truncate(data.rfind(b"\n") + 1)
-            fh.seek(0, os.SEEK_END)
-            fh.write(line.encode() + b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class TrajectoryWriter:
@@ -65,13 +43,13 @@ class TrajectoryWriter:
 
     def append_turn(self, episode_id: str, turn: Turn) -> None:
         with self._lock:
-            append_line(self.turns_path(episode_id), to_json(turn))
+            append_jsonl(self.turns_path(episode_id), turn)
 
     def finish(self, trajectory: Trajectory) -> None:
         """Record a finished episode (one line of ``trajectories.jsonl``)."""
         _safe_id(trajectory.episode_id)
         with self._lock:
-            append_line(self.path, to_json(trajectory))
+            append_jsonl(self.path, trajectory)
 
     def finished_ids(self) -> set[str]:
         """Episode ids already in ``trajectories.jsonl`` (a resumed run skips them)."""
@@ -81,22 +59,13 @@ class TrajectoryWriter:
 
 
 def _jsonl_records(path: Path, cls: type) -> Iterator:
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = n == len(lines)  # no trailing newline: possibly torn by a killed writer
+    for n, data in iter_jsonl(path):
         try:
-            data = json.loads(line)
-            yield from_dict(cls, data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if last:
-                return
-            raise ValueError(f"{path}:{n}: not valid JSON ({exc}); remove or fix that line") from None
+            record = from_dict(cls, data)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{path}:{n}: not a {cls.__name__} record ({exc}); was it written by "
                              f"another kag version?") from None
+        yield record
 
 
 def _resolve(path: str | Path) -> Path:

@@ -23,8 +23,12 @@ from typing import Any
 from kag.core import safefs
 from kag.core.records import Solution, Task
 
-FIXED_FILES = ("SKILL.md", "binding.cpp", "binding_registry.h")
+# The workspace contract, listed once: the build, the tools' write protection and make_workspace
+# all read these, so a file added to the skill is fixed everywhere at once.
+BINDING_FILES = ("binding.cpp", "binding_registry.h")  # compiled into every solution, from the package
+FIXED_FILES = ("SKILL.md", *BINDING_FILES)
 UTILS = ("compile.sh", "verification.py", "profiling.py", "kag_bridge.py")
+PROTECTED_PATHS = (*FIXED_FILES, "model.py", "utils/**")  # the agent may read these, never write them
 META_DIR = ".kag"
 META_FILE = "workspace.json"
 BUILD_DIR = f"{META_DIR}/build"
@@ -36,7 +40,8 @@ class WorkspaceError(Exception):
     """A workspace that cannot be made or read; the message names the path and the fix."""
 
 
-def _skill_dir() -> Path:
+def skill_dir() -> Path:
+    """The package's ``kag/skill`` folder: the one source of the fixed files (never the workspace's copies)."""
     import importlib.resources
 
     return Path(str(importlib.resources.files("kag.skill")))
@@ -96,7 +101,7 @@ def make_workspace(task: Task, dest: Path, backend: str = "cuda") -> Path:
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise WorkspaceError(f"{dest} exists and is not an empty folder; choose a new path for the workspace")
     dest.mkdir(parents=True, exist_ok=True)
-    skill = _skill_dir()
+    skill = skill_dir()
     for name in FIXED_FILES:
         shutil.copyfile(skill / name, dest / name)
     (dest / "utils").mkdir()
@@ -134,7 +139,7 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 def skill_text() -> str:
     """SKILL.md from the package: the workspace's copy is the agent's to tamper with."""
-    return (_skill_dir() / "SKILL.md").read_text(encoding="utf-8")
+    return (skill_dir() / "SKILL.md").read_text(encoding="utf-8")
 
 
 def read_solution(path: Path) -> Solution:

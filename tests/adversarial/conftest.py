@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kag.core.plugins import DEFAULT_PLUGINS, Plugins
-from kag.plugins.guards import GUARD_MODULES
+from kag.core.plugins import Plugins
 
 
 def guard_plugins() -> Plugins:
-    """The built-in plugins plus the guard modules (whether or not they are in DEFAULT_PLUGINS yet)."""
-    extra = tuple(m for m in GUARD_MODULES if m not in DEFAULT_PLUGINS)
-    return Plugins(load_entrypoints=False, builtins=DEFAULT_PLUGINS + extra)
+    """The built-in plugins, the guards among them (kag.plugins.guards.GUARD_MODULES)."""
+    return Plugins(load_entrypoints=False)
 
 
 @pytest.fixture(scope="session")

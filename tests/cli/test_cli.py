@@ -2,7 +2,14 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import click
+import pytest
+from click.testing import CliRunner
+
+from kag.cli.common import parse_key_values
+from kag.cli.main import cli
 from tests.conftest import run_kag
 
 
@@ -59,3 +66,32 @@ def test_tasks_from_kernelbench_env_and_bad_path(kernelbench_path, tmp_path):
     assert proc.returncode == 0 and "50 tasks loaded" in proc.stderr
     proc = run_kag("tasks", "--dataset", f"kernelbench:{tmp_path}")
     assert proc.returncode == 2 and "no level1..level4" in proc.stderr
+
+
+def test_key_values_are_read_like_kag_toml():
+    """--policy-option, --set and kag data's --policy-option share one parser: a VALUE means what
+    it would in the TOML config, JSON fills TOML's gaps, anything else stays text."""
+    got = parse_key_values(("steps=5", "lr=1e-5", "bf16=true", 'engine="deepspeed"', "ids=[1, 2]",
+                            "env_options={turns = 2}", 'extra_body={"top_k": 20}', "max_tokens=null",
+                            "base_url=http://localhost:8000/v1", " path =a=b", "model=", "steps=6"), "--set")
+    assert got == {"steps": 6, "lr": 1e-5, "bf16": True, "engine": "deepspeed", "ids": [1, 2],
+                   "env_options": {"turns": 2}, "extra_body": {"top_k": 20}, "max_tokens": None,
+                   "base_url": "http://localhost:8000/v1", "path": "a=b", "model": ""}
+
+
+def test_malformed_key_value_is_a_usage_error_naming_the_option_and_the_fix(tmp_path):
+    for bad in ("steps", "=5", " =5"):
+        with pytest.raises(click.BadParameter) as info:
+            parse_key_values(("ok=1", bad), "--set", "steps=5")
+        assert info.value.format_message() == (f"Invalid value for --set: {bad!r} is not KEY=VALUE; "
+                                               f"write e.g. --set steps=5")
+    config = tmp_path / "train.toml"
+    config.write_text("[train]\n")
+    model = Path(__file__).resolve().parents[2] / "examples" / "relu" / "cpu" / "model.py"
+    runs = {"--set": ["train", "warmup", "--config", str(config), "--set", "steps"],
+            "--policy-option": ["run", "--task", str(model), "--policy-option", "steps", "--out", str(tmp_path / "o")]}
+    for option, args in runs.items():
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, result.output
+        assert f"Error: Invalid value for {option}: 'steps' is not KEY=VALUE; write e.g. {option} " in result.output
+        assert "Traceback" not in result.output

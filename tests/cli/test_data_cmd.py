@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kag.cli.main import cli
-from kag.core.synthesis import read_jsonl
+from kag.core.records import read_jsonl
 
 FILTER = ["--device", "cpu", "--workers", "2", "--window-ms", "0.05,100", "--compile-backend", "aot_eager",
           "--timeout", "60"]

@@ -130,7 +130,7 @@ def test_agent_commands_see_no_api_key_and_their_own_home(tmp_path, monkeypatch,
 
 
 def test_the_evaluator_builds_outside_the_workspace_and_removes_its_folder(tmp_path, monkeypatch):
-    from kag.core.agent import EpisodeEvaluator
+    from kag.core.episode import EpisodeEvaluator
     from kag.core.workspace import make_workspace
 
     monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))

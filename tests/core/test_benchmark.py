@@ -37,3 +37,13 @@ def test_results_are_written_per_task_resumed_and_summarised(tmp_path):
     assert table["overall"]["fast_p_compile"]["1.0"] == 0.5
     assert (tmp_path / "fast_p.png").stat().st_size > 1000
     assert "| level1 | 2 | 50.0% |" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_bad_complete_result_line_is_an_error_not_a_silent_rerun(tmp_path):
+    import pytest
+
+    from kag.core.records import JsonlError
+
+    (tmp_path / "results.jsonl").write_text('{"task": "level1/1_t"}\n{"task": "lev\n{"task": "level1/3_t"}\n')
+    with pytest.raises(JsonlError, match="results.jsonl:2: not valid JSON"):
+        finished_tasks(tmp_path)

@@ -67,3 +67,12 @@ def test_a_malformed_request_gets_a_reply_the_skill_scripts_can_read(tmp_path):
             reply = json.loads(sock.makefile().readline())
         assert reply["returncode"] == 1 and reply["output"].startswith("kag evaluator error: JSONDecodeError")
         assert request(str(bridge.socket_path), "verify").output == "unused"
+
+
+def test_the_handler_can_come_after_the_bridge(tmp_path):
+    """An episode starts its sandbox on the bridge's folder before its evaluator exists."""
+    with EvalBridge(directory=tmp_path) as bridge:
+        early = request(str(bridge.socket_path), "verify")
+        assert early.returncode == 1 and "no evaluator is answering yet" in early.output
+        bridge.set_handler(lambda action, args: BridgeReply(f"{action} answered"))
+        assert request(str(bridge.socket_path), "verify") == BridgeReply("verify answered", 0)

@@ -98,6 +98,17 @@ def test_baseline_plugins_and_modes():
         pl.create("baseline", "compile", mode="fast")
 
 
+def test_compile_modes_are_listed_once():
+    """The CLI offers exactly the modes the compile baseline accepts."""
+    from kag.cli.score_cmd import score
+    from kag.core.evaluate import COMPILE_MODES
+
+    option = next(p for p in score.params if p.name == "compile_mode")
+    assert tuple(option.type.choices) == COMPILE_MODES
+    pl = Plugins(load_entrypoints=False)
+    assert [pl.create("baseline", "compile", mode=m).mode for m in COMPILE_MODES] == list(COMPILE_MODES)
+
+
 class SubTensor(torch.Tensor):
     pass
 

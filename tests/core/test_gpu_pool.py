@@ -15,3 +15,13 @@ def test_cuda_usable_matches_torch_and_imports_nothing_heavy():
     assert out[1] == str(torch.version.cuda is None)
     if torch.version.cuda is None:  # a CPU build: torch/version.py alone answers
         assert out[2] == "False"
+
+
+def test_pick_backend_decides_auto_only(monkeypatch):
+    from kag.core import gpu_pool
+
+    monkeypatch.setattr(gpu_pool, "cuda_usable", lambda: True)
+    assert gpu_pool.pick_backend("auto") == "cuda"
+    monkeypatch.setattr(gpu_pool, "cuda_usable", lambda: False)
+    assert gpu_pool.pick_backend("auto") == "cpu"
+    assert gpu_pool.pick_backend("cuda") == "cuda"  # a named backend is never second-guessed

@@ -1,7 +1,9 @@
 import multiprocessing as mp
+import types
 
 import pytest
 
+import kag.core.plugins as plugins_module
 from kag.core.hookspecs import KINDS, hookimpl
 from kag.core.plugins import KIND_DEFAULTS, PluginError, Plugins, parse_plugin_options
 
@@ -85,3 +87,40 @@ def test_every_kind_has_a_registration_hook():
     pl = Plugins(load_entrypoints=False)
     for kind in KINDS:
         assert isinstance(pl.names(kind), list)
+
+
+class _Misspelled:
+    @hookimpl
+    def kag_register_reward(self, register):  # the hook is kag_register_rewards
+        register("typo", object)
+
+
+def test_a_misspelled_hook_is_an_error_naming_the_plugin():
+    pl = Plugins(load_entrypoints=False)
+    with pytest.raises(PluginError) as info:
+        pl.register_plugin(_Misspelled(), name="typo-plugin", origin="typo 1.0")
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("the kag plugin 'typo-plugin' (typo 1.0) implements the unknown hook "
+                              "'kag_register_reward': did you mean 'kag_register_rewards'?")
+    assert not pl.pm.has_plugin("typo-plugin") and "typo" not in pl.names("reward")
+
+
+class _EntryPoint:
+    """What importlib.metadata gives for a third-party package's ``kag`` entry point."""
+
+    name = "typo"
+    dist = types.SimpleNamespace(name="kag-typo", version="0.1")
+
+    def load(self):
+        return _Misspelled()
+
+
+def test_a_third_party_plugin_with_a_misspelled_hook_fails_with_a_user_error(monkeypatch):
+    monkeypatch.setattr(plugins_module, "md", types.SimpleNamespace(entry_points=lambda group: [_EntryPoint()]))
+    with pytest.raises(PluginError, match=r"^the kag plugin 'kag-typo:typo' \(kag-typo 0\.1\) implements the unknown "
+                       r"hook 'kag_register_reward': did you mean 'kag_register_rewards'\? Fix the name or set "
+                       r"KAG_DISABLE_PLUGINS=typo$"):
+        Plugins()
+    monkeypatch.setenv("KAG_DISABLE_PLUGINS", "typo")
+    assert "milestone" in Plugins().names("reward")

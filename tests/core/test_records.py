@@ -50,3 +50,27 @@ def test_unknown_fields_are_rejected_not_dropped():
 def test_ok_requires_build_correctness_and_no_violation():
     assert not EvalResult(task="t", compiled=True, correct=True, violations=[Violation("g", "d")]).ok
     assert EvalResult(task="t", compiled=True, correct=True).ok
+
+
+def test_jsonl_append_and_read_survive_a_killed_writer(tmp_path):
+    """The one JSONL appender and reader: a torn last line (no newline) is skipped when read and cut
+    off before the next append; a bad complete line is an error naming file:line, never dropped."""
+    from kag.core.records import JsonlError, append_jsonl, iter_jsonl, read_jsonl
+
+    path = tmp_path / "sub" / "log.jsonl"
+    assert read_jsonl(path) == []
+    append_jsonl(path)  # no records: the file exists, empty
+    assert path.read_bytes() == b""
+    append_jsonl(path, {"a": 1}, Message(role="user", content="hi"))
+    assert read_jsonl(path) == [{"a": 1}, to_dict(Message(role="user", content="hi"))]
+    with open(path, "ab") as fh:  # killed mid-line, in the middle of a multi-byte character
+        fh.write('{"b": "\u00e9'.encode()[:-1])
+    assert [n for n, _ in iter_jsonl(path)] == [1, 2]
+    append_jsonl(path, {"c": 3})
+    assert read_jsonl(path)[-1] == {"c": 3} and path.read_text().count("\n") == 3
+    path.write_text('{"a": 1}\nnot json\n{"c": 3}\n')
+    with pytest.raises(JsonlError, match=r"log.jsonl:2: not valid JSON.*remove or fix that line"):
+        read_jsonl(path)
+    path.write_text('{"a": 1}\n{"b": \n')  # complete (newline-ended) but bad: not a torn write
+    with pytest.raises(ValueError, match=r"log.jsonl:2: not valid JSON"):
+        read_jsonl(path)

@@ -220,3 +220,13 @@ def test_scripts_reach_the_evaluator_through_the_bridge(tmp_path: Path) -> None:
     assert seen == [("compile", []), ("verify", ["--json"]), ("profile", [])]
     assert [p.returncode for p in procs] == [1, 0, 0]
     assert [p.stdout for p in procs] == ["compile report\n", "verify report\n", "profile report\n"]
+
+
+def test_fixed_files_are_listed_once_and_shipped():
+    """The build, the tools' write protection and make_workspace read one list of fixed files."""
+    from kag.core import toolkit, workspace
+
+    assert toolkit.PROTECTED_PATHS is workspace.PROTECTED_PATHS
+    assert set(workspace.BINDING_FILES) <= set(workspace.FIXED_FILES) <= set(workspace.PROTECTED_PATHS)
+    for name in workspace.FIXED_FILES + tuple(f"utils/{u}" for u in workspace.UTILS):
+        assert (workspace.skill_dir() / name).is_file(), name

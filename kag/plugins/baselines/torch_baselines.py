@@ -10,9 +10,8 @@ from __future__ import annotations
 import shutil
 from typing import Any, Callable
 
+from kag.core.evaluate import COMPILE_MODES
 from kag.core.hookspecs import hookimpl
-
-COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 
 
 class EagerBaseline:

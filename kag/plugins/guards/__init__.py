@@ -1,10 +1,6 @@
 """Anti-reward-hacking guards (issue 4): one module per guard, each registered under its name."""
 
-GUARD_MODULES: tuple[str, ...] = (
-    "kag.plugins.guards.torch_fallback",
-    "kag.plugins.guards.provenance",
-    "kag.plugins.guards.output_reuse",
-    "kag.plugins.guards.hidden_work",
-    "kag.plugins.guards.tampering",
-    "kag.plugins.guards.precision",
-)
+from kag.core.plugins import DEFAULT_PLUGINS
+
+# The guard modules among the built-ins: DEFAULT_PLUGINS is the one list of built-in plugins.
+GUARD_MODULES: tuple[str, ...] = tuple(m for m in DEFAULT_PLUGINS if m.startswith(f"{__name__}."))

@@ -17,7 +17,8 @@ from typing import Any
 
 from kag.core.hookspecs import hookimpl
 from kag.core.policy import PolicyError, PolicyStep, new_call_id
-from kag.core.records import Message, ToolCall, Trajectory, from_dict
+from kag.core.records import Message, ToolCall, Trajectory
+from kag.core.trajectory import load_trajectories
 
 SCRIPT_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -77,15 +78,12 @@ def steps_from_trajectory(traj: Trajectory) -> list[PolicyStep]:
 
 
 def _pick_trajectory(path: Path, episode: int | str | None) -> Trajectory:
-    lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
-    if not lines:
+    try:
+        trajs = load_trajectories(path)
+    except ValueError as exc:  # names file:line
+        raise PolicyError(str(exc)) from None
+    if not trajs:
         raise PolicyError(f"{path}: no trajectories in the file")
-    trajs = []
-    for n, line in lines:
-        try:
-            trajs.append(from_dict(Trajectory, json.loads(line)))
-        except (ValueError, TypeError) as exc:
-            raise PolicyError(f"{path}:{n}: not a trajectory record: {exc}") from None
     if episode is None:
         return trajs[0]
     if isinstance(episode, int) or (isinstance(episode, str) and episode.isdigit()):

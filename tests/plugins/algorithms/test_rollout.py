@@ -10,7 +10,7 @@ from kag.core.records import Message, Trajectory, Turn
 from kag.plugins.algorithms.ppo.models import ChatFormat, critic_from_actor, token_logprobs, token_values
 from kag.plugins.algorithms.ppo.rollout import collate, run_episodes, sample_tokens, trajectory_to_sample
 from kag.plugins.algorithms.ppo.tiny import make_tiny
-from kag.plugins.algorithms.toy_env import CopyDigitEnv
+from kag.plugins.environments.toy_env import CopyDigitEnv
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from kag.core.records import append_jsonl, read_jsonl
 from kag.plugins.algorithms.ppo.config import TrainConfig
 from kag.plugins.algorithms.ppo.engine import make_engine
 from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
@@ -38,8 +39,7 @@ class MetricLogger:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
-        with self.path.open("a") as fh:
-            fh.write(json.dumps({"stage": self.stage, "step": step, "time": time.time(), **clean}) + "\n")
+        append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), **clean})
         if self.writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and math.isfinite(v):
@@ -50,8 +50,9 @@ class MetricLogger:
         """Drop rows after ``step`` (logged after the checkpoint a resumed run starts from)."""
         if not self.path.is_file():
             return
-        rows = [r for r in self.path.read_text().splitlines() if r.strip() and json.loads(r).get("step", 0) <= step]
-        self.path.write_text("".join(r + "\n" for r in rows))
+        rows = [r for r in read_jsonl(self.path) if r.get("step", 0) <= step]
+        self.path.unlink()
+        append_jsonl(self.path, *rows)
 
     def close(self) -> None:
         if self.writer is not None:

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from kag.core.records import Trajectory, from_json, to_json
+from kag.core.records import Trajectory, append_jsonl, read_jsonl
+from kag.core.trajectory import load_trajectories
 from kag.plugins.algorithms.ppo.base import Stage
 from kag.plugins.algorithms.ppo.gae import masked_mean
 from kag.plugins.algorithms.ppo.losses import agg_loss
@@ -26,14 +27,7 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
     if not path.is_file():
         raise FileNotFoundError(f"trajectories file {path} does not exist; run `kag train collect` first "
                                 f"or point data = \"...\" at a JSONL of trajectories")
-    out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(from_json(Trajectory, line))
-            except Exception as exc:
-                raise ValueError(f"{path}:{n}: not a trajectory record ({exc})") from exc
-    return out
+    return load_trajectories(path)
 
 
 def rft_rules(cfg: Any) -> RftFilter:
@@ -62,7 +56,7 @@ class Collect(Stage):
         self.setup()
         cfg, path = self.config, self.data_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        done = sum(1 for line in path.open() if line.strip()) if path.is_file() and cfg.resume else 0
+        done = len(read_jsonl(path)) if cfg.resume else 0  # a torn last line is not an episode
         if not cfg.resume and path.exists():
             path.unlink()
         envs = self.make_envs(cfg.episodes_per_step)
@@ -74,10 +68,9 @@ class Collect(Stage):
             trajs = run_episodes(self.actor, self.tokenizer, envs[:n], tasks, max_turns=cfg.max_turns,
                                  max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
                                  temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment)
-            with path.open("a") as fh:
-                for traj in trajs:
-                    traj.policy = "actor"
-                    fh.write(to_json(traj) + "\n")
+            for traj in trajs:
+                traj.policy = "actor"
+            append_jsonl(path, *trajs)
             done += n
             self.step += 1
             kept, _ = filter_trajectories(trajs, rules)

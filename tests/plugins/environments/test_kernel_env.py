@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kag.cli.main import cli
 from kag.core.plugins import Plugins
-from kag.plugins.algorithms.kernel_env import AnswerFormatError, parse_solution_blocks, skill_summary
+from kag.plugins.environments.kernel_env import AnswerFormatError, parse_solution_blocks, skill_summary
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sigmoid" / "cpu"
 FAST_EVAL = {"backend": "cpu", "num_timed": 3, "warmup": 1}

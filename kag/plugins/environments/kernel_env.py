@@ -4,12 +4,16 @@ Both score with the trusted evaluator (``kag.core.evaluate``) and the selected r
 training sees exactly the reward ``kag run``/``kag eval`` give. ``kernel-single`` (the warm-up
 stage's environment) asks for a whole solution in one message, files in fenced blocks labelled by
 path. ``kernel-agentic`` is the agent loop as an environment: each step is one model message whose
-``<tool_call>`` blocks run in a sandbox, with compile/verify/profile answered through the
-evaluation bridge; the episode's reward is the best solution seen, re-scored at the end (both by
-the sandbox's own evaluator when it has one: with docker, no solution code runs on the host).
-Options (``[environments.kernel-single]`` in a train config): dataset ("kernelbench:PATH",
-"local:DIR", "ops6k:FILE"), level, ids, backend ("cuda", "cpu", "auto"), num_timed, warmup,
-tolerance, reward; kernel-agentic adds max_turns, sandbox, sandbox_options, tools.
+``<tool_call>`` blocks run in the episode ``kag run`` uses too (``kag.core.episode.Episode``: a
+sandbox, with compile/verify/profile answered through the evaluation bridge); the episode's reward
+is the best solution seen, re-scored at the end (both by the sandbox's own evaluator when it has
+one: with docker, no solution code runs on the host). Options (``[environments.kernel-single]`` in
+a train config): dataset ("kernelbench:PATH", "local:DIR", "ops6k:FILE"), level, ids, backend
+("cuda", "cpu", "auto"), num_timed, warmup, tolerance, reward; kernel-agentic adds max_turns,
+sandbox, sandbox_options, tools.
+
+Trusted side: this runs in the trainer, outside the sandbox; the model's answers are only parsed
+here (``parse_solution_blocks``), and the agent's workspace is read only through the episode.
 """
 
 from __future__ import annotations
@@ -17,15 +21,12 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shutil
-import tempfile
 import weakref
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
-import attrs
-
 from kag.core.environment import StepResult
+from kag.core.episode import SYSTEM_PROMPT, Episode, failed_result, task_prompt
 from kag.core.hookspecs import hookimpl
 from kag.core.records import EvalResult, Message, Solution, Task
 
@@ -111,9 +112,9 @@ def _block_path(info: str, line_no: int) -> str:
 def skill_summary(backend: str) -> str:
     """SKILL.md without the tool workflow (single-turn answers cannot compile or profile): the
     intro, files, how to write kernels, what is allowed and forbidden, and the CPU notes on cpu."""
-    import importlib.resources
+    from kag.core.workspace import skill_text
 
-    text = (Path(str(importlib.resources.files("kag.skill"))) / "SKILL.md").read_text(encoding="utf-8")
+    text = skill_text()
     out = []
     for section in re.split(r"(?m)^(?=## )", text):
         title = section.splitlines()[0] if section.strip() else ""
@@ -144,11 +145,9 @@ def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
 def _resolve_backend(backend: str) -> str:
     if backend not in ("cuda", "cpu", "auto"):
         raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
-    if backend == "auto":
-        from kag.core.gpu_pool import cuda_usable
+    from kag.core.gpu_pool import pick_backend
 
-        return "cuda" if cuda_usable() else "cpu"
-    return backend
+    return pick_backend(backend)
 
 
 def _freeze(value: Any) -> Any:
@@ -199,34 +198,30 @@ class KernelEnvBase:
     def _failure(self, reason: str, invalid: bool = True) -> StepResult:
         """The reward plugin's value for a failed result (-1 for milestone), with the reason."""
         assert self.task is not None
-        result = EvalResult(task=self.task.name, backend=self.backend, error=reason, error_kind="exception")
-        reward = (self.plugins.create("reward", self.options.reward) if self.options.reward
-                  else self.plugins.create("reward"))
-        self.last_result, self.done = result, True
         info: dict[str, Any] = {"reason": reason, "right": False}
         if invalid:
             info["invalid_action"] = True
-        return StepResult(None, float(reward(result)), True, info)
+        return self._ended(failed_result(self.task, self.options, self.plugins, reason), info)
 
-    def _scored(self, solution: Any, info: dict[str, Any], evaluator: Any = None) -> StepResult:
-        """``evaluator``: the episode's (``EpisodeEvaluator.score``: in the sandbox when it evaluates
-        itself, as docker does); else the local trusted evaluator."""
+    def _scored(self, solution: Any, info: dict[str, Any]) -> StepResult:
+        """The local trusted evaluator's verdict on ``solution``, and its reward."""
         from kag.core.evaluate import evaluate
 
         assert self.task is not None
-        result = evaluator.score(solution) if evaluator is not None else \
-            evaluate(self.task, solution, self.options, self.plugins)
+        result = evaluate(self.task, solution, self.options, self.plugins)
+        return self._ended(result, {**info, **_result_info(result)})
+
+    def _ended(self, result: EvalResult, info: dict[str, Any]) -> StepResult:
+        """The episode's last step: ``result``'s reward (-1 when it has none)."""
         self.last_result, self.done = result, True
         value = result.reward.value if result.reward else -1.0
-        return StepResult(None, float(value), True, {**info, **_result_info(result)})
+        return StepResult(None, float(value), True, info)
 
 
 class KernelSingleTurnEnv(KernelEnvBase):
     """One message, one solution: fenced files parsed strictly, then the trusted evaluator."""
 
     def reset(self, task: Any) -> list[Message]:
-        from kag.core.agent import task_prompt
-
         self.task, self.done, self.last_result = self._task(task), False, None
         return [Message("system", SINGLE_SYSTEM + "\n" + skill_summary(self.backend)),
                 Message("user", task_prompt(self.task, self.backend) + answer_format(self.backend))]
@@ -241,31 +236,12 @@ class KernelSingleTurnEnv(KernelEnvBase):
         return self._scored(solution, {"files": 1 + len(solution.kernels)})
 
 
-@attrs.define(eq=False)
-class _Episode:
-    """One agentic episode's resources; ``close`` releases them (idempotent)."""
-
-    tmp: Path
-    bridge: Any = None
-    handle: Any = None
-    ctx: Any = None
-    evaluator: Any = None
-    turns: int = 0
-
-    def close(self) -> None:
-        for part in (self.ctx, self.handle, self.bridge, self.evaluator):
-            if part is not None:
-                try:
-                    part.close()
-                except Exception:
-                    pass
-        self.ctx = self.handle = self.bridge = self.evaluator = None
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _close_all(episodes: list[_Episode]) -> None:
+def _close_all(episodes: list[Episode]) -> None:
     while episodes:
-        episodes.pop().close()
+        try:
+            episodes.pop().close()
+        except Exception:  # a part that fails to close must not stop the next episode
+            pass
 
 
 class KernelAgenticEnv(KernelEnvBase):
@@ -287,40 +263,27 @@ class KernelAgenticEnv(KernelEnvBase):
         self.sandbox = self.plugins.create("sandbox", sandbox, **dict(sandbox_options or {})) if sandbox \
             else self.plugins.create("sandbox", **dict(sandbox_options or {}))
         self.tools = build_tools(self.plugins, tools, tool_options)
-        self._live: list[_Episode] = []
+        self.turns = 0
+        self._live: list[Episode] = []
         weakref.finalize(self, _close_all, self._live)
 
     @property
-    def episode(self) -> _Episode | None:
+    def episode(self) -> Episode | None:
         return self._live[-1] if self._live else None
 
     def system_prompt(self, skill: str) -> str:
-        from kag.core.agent import SYSTEM_PROMPT
         from kag.core.toolkit import tool_schemas
 
         schemas = "\n".join(json.dumps(s["function"], separators=(",", ":")) for s in tool_schemas(self.tools))
         return f"{SYSTEM_PROMPT}\n{TOOL_FORMAT}{schemas}\n\n{skill}"
 
     def reset(self, task: Any) -> list[Message]:
-        from kag.core.agent import EpisodeEvaluator, task_prompt
-        from kag.core.bridge import EvalBridge
-        from kag.core.toolkit import ToolContext
-        from kag.core.workspace import make_workspace, skill_text
+        from kag.core.workspace import skill_text
 
         self.close()
-        self.task, self.done, self.last_result = self._task(task), False, None
-        ep = _Episode(Path(tempfile.mkdtemp(prefix="kag-env-")))
-        self._live.append(ep)
-        try:
-            template = make_workspace(self.task, ep.tmp / "template", backend=self.backend)
-            ep.bridge = EvalBridge(lambda action, args: ep.evaluator(action, args), ep.tmp / "bridge")
-            ep.handle = self.sandbox.start(template, bridge_dir=ep.bridge.directory)
-            ep.evaluator = EpisodeEvaluator(self.task, ep.handle.path(), self.options, self.plugins, sandbox=ep.handle)
-            ep.ctx = ToolContext.from_sandbox(ep.handle)
-            skill = skill_text()
-        except Exception:
-            self.close()
-            raise
+        self.task, self.done, self.last_result, self.turns = self._task(task), False, None, 0
+        skill = skill_text()
+        self._live.append(Episode(self.task, self.sandbox, self.tools, self.options, self.plugins, prefix="kag-env-"))
         return [Message("system", self.system_prompt(skill)), Message("user", task_prompt(self.task, self.backend))]
 
     def malformed(self, call: Any) -> str | None:
@@ -337,12 +300,11 @@ class KernelAgenticEnv(KernelEnvBase):
 
     def step(self, action: str) -> StepResult:
         from kag.core.policy import parse_tool_call_text
-        from kag.core.toolkit import call_tool, observation_message
 
         ep = self.episode
         if self.task is None or self.done or ep is None:
             raise RuntimeError("kernel-agentic: step() before reset() or after the episode ended")
-        ep.turns += 1
+        self.turns += 1
         _, calls = parse_tool_call_text(action)
         if not calls:
             return self.finish("model_stopped")
@@ -351,14 +313,13 @@ class KernelAgenticEnv(KernelEnvBase):
             problem = self.malformed(call)
             if problem:
                 problems.append(problem)
-            out = call_tool(self.tools, ep.ctx, call)
-            errors += bool(out.is_error)
-            observations.append(observation_message(call, out))
-        info: dict[str, Any] = {"tool_calls": len(calls), "tool_errors": errors,
-                                "evaluations": len(ep.evaluator.drain())}
+            seen = ep.call(call)
+            errors += seen.is_error
+            observations.append(seen.message)
+        info: dict[str, Any] = {"tool_calls": len(calls), "tool_errors": errors, "evaluations": len(ep.drain())}
         if problems:
             info.update(invalid_action=True, reason="; ".join(problems))
-        if ep.turns >= self.max_turns:
+        if self.turns >= self.max_turns:
             final = self.finish("turn_budget")
             final.observation, final.info = observations, {**info, **final.info}
             return final
@@ -371,23 +332,18 @@ class KernelAgenticEnv(KernelEnvBase):
         return self.finish("truncated")
 
     def finish(self, stop_reason: str) -> StepResult:
-        """Best timed-correct solution seen (else the workspace), re-scored after the sandbox closes."""
-        from kag.core.workspace import WorkspaceError, read_solution
-
+        """Best timed-correct solution seen (else the workspace), re-scored after the sandbox closes
+        (by the sandbox's own evaluator when it has one, as docker does)."""
         ep = self.episode
         assert ep is not None and self.task is not None
         try:
-            best = ep.evaluator.best()
-            solution = best or read_solution(ep.handle.path())
-        except WorkspaceError as exc:
+            solution, result = ep.finish()
+        finally:
             self.close()
-            result = self._failure(f"no solution to score: {exc}", invalid=False)
-            result.info["stop_reason"] = stop_reason
-            return result
-        evaluator = ep.evaluator  # closing the episode lets go of it
-        self.close()  # the agent's commands stop before the final re-score (in the sandbox if it evaluates)
-        return self._scored(solution, {"stop_reason": stop_reason, "best_from": "profiled" if best else "workspace",
-                                       "turns": ep.turns}, evaluator=evaluator)
+        if solution is None:  # nothing readable in the workspace: the failure reward
+            return self._ended(result, {"reason": result.error, "right": False, "stop_reason": stop_reason})
+        return self._ended(result, {"stop_reason": stop_reason, "best_from": ep.solution_from, "turns": self.turns,
+                                    **_result_info(result)})
 
     def close(self) -> None:
         """Stop the sandbox and the bridge, remove the episode's files (safe to call twice)."""

@@ -1,0 +1,1 @@
+"""RL environments (kind ``environment``): what RL stages train against (kag.core.environment)."""
