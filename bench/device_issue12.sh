@@ -5,6 +5,7 @@
 # static guard off), fidelity (kag's speed-up vs CUPTI kernel times), latency (kag score through
 # kag serve on level-1 ReLU), gputests (the GPU test files). Logs and tables go to $OUT.
 #   bash bench/device_issue12.sh smoke fidelity ...
+#   FIDELITY_ARGS=--reference-calibration bash bench/device_issue12.sh fidelity   (the opt-in path calibration)
 source bench/device_env.sh
 for stage in "$@"; do
   case "$stage" in
@@ -25,7 +26,7 @@ for stage in "$@"; do
         | tee "$OUT/nostatic.log" | cut -c1-200 ;;
     fidelity)
       step "timing fidelity vs CUPTI kernel times"
-      timeout 400 python3 bench/fidelity.py --iters 20 ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} 2>&1 | tee "$OUT/fidelity.log" \
+      timeout 400 python3 bench/fidelity.py --iters 20 ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} ${FIDELITY_ARGS:-} 2>&1 | tee "$OUT/fidelity.log" \
         | grep -v '^{' ;;
     latency)
       step "kag score --server on level-1 ReLU"

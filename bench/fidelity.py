@@ -8,7 +8,7 @@ and an L2 flush before every call, median over the calls). The table compares ka
 the ratio of kernel times: the judge's clock includes launch and synchronisation, the profiler's
 does not, so they agree for kernels well over the launch overhead and diverge below.
 
-    python bench/fidelity.py [--only NAME,...] [--iters N]
+    python bench/fidelity.py [--only NAME,...] [--iters N] [--reference-calibration]
 
 Prints the table last; writes fidelity.json and fidelity.md to $OUT when it is set.
 """
@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+REFERENCE_CALIBRATION = False  # --reference-calibration
 sys.path.insert(0, str(REPO))
 SAMPLE = REPO / "examples" / "kernelbench_sample"
 
@@ -81,7 +82,8 @@ def measure(name: str, example: str, rel: str, sizes: dict[str, int], iters: int
     solution = read_solution(REPO / "examples" / example / "cuda")
     plugins = Plugins()
     t0 = time.perf_counter()
-    result = evaluate(task, solution, EvalOptions(backend="cuda", num_timed=100, warmup=10), plugins)
+    result = evaluate(task, solution, EvalOptions(backend="cuda", num_timed=100, warmup=10,
+                                                  reference_calibration=REFERENCE_CALIBRATION), plugins)
     row = {"task": name, "kernelbench": rel, "sizes": sizes, "eval_s": round(time.perf_counter() - t0, 1),
            "ok": result.ok, "error": (result.error or "")[:200]}
     if not result.ok:
@@ -188,7 +190,11 @@ def main() -> int:
     parser.add_argument("--only", default="")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--profile-one", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--reference-calibration", action="store_true",
+                        help="calibrate the candidate's path with the task's Model (EvalOptions.reference_calibration)")
     args = parser.parse_args()
+    global REFERENCE_CALIBRATION
+    REFERENCE_CALIBRATION = args.reference_calibration
     if args.profile_one:
         print(json.dumps(profile_one(args.profile_one, args.iters)))
         return 0
