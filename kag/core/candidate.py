@@ -57,6 +57,17 @@ def extents(out: Any, on_cpu: bool) -> bytes:
     return COUNT.pack(len(found)) + b"".join(found)
 
 
+def _task_and_init_inputs(spec: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The task module's namespace and its ``get_init_inputs()``, seeded as the judge seeds them."""
+    import torch
+
+    from kag.core.tasks import load_module
+
+    ns = load_module(spec["task_code"], spec["task_path"])
+    torch.manual_seed(spec["init_seed"])
+    return ns, ns["get_init_inputs"]()
+
+
 def pack(op: int, arg: int = 0) -> bytes:
     return WORD.pack(op | (arg << 8))
 
@@ -317,45 +328,34 @@ class Harness:
     def load_reference(self, spec: dict[str, Any]) -> None:
         """The task's Model, built as the judge builds it, as what a call runs (no solution code
         exists in this process yet)."""
-        import torch
-
-        from kag.core.tasks import load_module
-
-        ns = load_module(spec["task_code"], spec["task_path"])
-        torch.manual_seed(spec["init_seed"])
-        init_inputs = ns["get_init_inputs"]()
-        torch.manual_seed(spec["init_seed"])
-        with torch.device(self.device):
-            self.model = ns["Model"](*init_inputs).to(self.device)
-        self.forward = self.model
+        ns, init_inputs = _task_and_init_inputs(spec)
+        self.model = self.forward = self._construct(ns["Model"], init_inputs, spec["init_seed"])
         self.reference_calls = True
         self.send(("reference", None))
 
     def load(self, spec: dict[str, Any]) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""
-        import torch
-
         from kag.core.guarding import snapshot_identities
-        from kag.core.tasks import load_module
 
-        ns = load_module(spec["task_code"], spec["task_path"])
-        torch.manual_seed(spec["init_seed"])
-        init_inputs = ns["get_init_inputs"]()
+        _, init_inputs = _task_and_init_inputs(spec)
         self.snapshot = snapshot_identities()  # what model_new may not replace (reported, not trusted)
         module = _import_model_new(spec["model_new_path"], spec.get("module_dir"))
         cls = getattr(module, "ModelNew", None)
         if cls is None:
             self.send(("error", "exception", "model_new.py defines no ModelNew class"))
             return
-        torch.manual_seed(spec["init_seed"])
-        with torch.device(self.device):
-            model = cls(*init_inputs)
-        if hasattr(model, "to"):
-            model = model.to(self.device)
-        self.model = model
-        self.forward = model
+        self.model = self.forward = self._construct(cls, init_inputs, spec["init_seed"])
         mark("candidate", "ModelNew built")
         self.send(("ready", {"pid": os.getpid()}))
+
+    def _construct(self, cls: Any, init_inputs: list[Any], init_seed: int) -> Any:
+        """``cls(*init_inputs)`` on this process's device, seeded as the judge seeds its reference."""
+        import torch
+
+        torch.manual_seed(init_seed)
+        with torch.device(self.device):
+            model = cls(*init_inputs)
+        return model.to(self.device) if hasattr(model, "to") else model
 
     def load_state(self, data: bytes | None) -> None:
         import torch

@@ -324,10 +324,8 @@ def wait_released(timeout_s: float = 30.0) -> None:
     """Wait until every judge an evaluation started has ended and given its device back (what
     a check that nothing outlived the evaluation must wait for)."""
     deadline = time.monotonic() + timeout_s
-    for thread in list(_RELEASING):
+    for thread in list(_RELEASING):  # each removes itself when done
         thread.join(max(0.0, deadline - time.monotonic()))
-        if not thread.is_alive():
-            _RELEASING.discard(thread)
 
 
 def _finish(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:

@@ -33,8 +33,21 @@ def input_description(inputs: list[Any], device: str) -> dict[str, Any]:
     return {"seq": "list", "items": items}
 
 
+def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | None:
+    """The median of ``xs`` (seconds, unless ``scale`` says otherwise) for the report, None if empty."""
+    from kag.core.judge_timing import median
+
+    return round(median(xs) * scale, digits) if xs else None
+
+
 class CandidateCalls:
     """What the judge does with its candidate, call by call."""
+
+    def settle(self) -> None:
+        """Flush the cache and wait for the judge's own GPU work: where every call and hand-over of
+        the candidate starts from (and so where the calibration's do)."""
+        self.clock.flush()
+        self.clock.synchronize()
 
     def start_candidate(self, cand: CandidateProcess) -> CandidateProcess:
         """Calibrate the candidate's path while no solution code exists in it, then have it import
@@ -60,22 +73,20 @@ class CandidateCalls:
         # session the timed calls run under (no GPU kernel records: kag.core.observe)
         cand.exchange(("observe", {"kernels": False}), load_s, phase, expect="observing")
         for i in range(NULL_CALLS):  # each after the judge's own work, as a timed call comes
-            self.clock.flush()
-            self.clock.synchronize()
+            self.settle()
             self.cal.null_s.append(cand.call(i, load_s, phase, null=True))
         if self.probe is not None:
             self.cal.probe_waits, self.probe.waits = self.probe.waits, 0
         for _ in range(POST_CALIBRATIONS):
             cand.exchange(("dummy", descr), load_s, phase, expect="dummy")
-            self.clock.flush()  # the judge's context last on the GPU, as after a timed call's re-check
-            self.clock.synchronize()
+            self.settle()  # the judge's context last on the GPU, as after a timed call's re-check
             reply, window = cand.exchange(("post", {"call": -1, "send": True}), load_s, phase, expect="post")
             self.cal.post_s.append(window)
             del reply
         cand.exchange(("dummy", None), load_s, phase, expect="dummy")
         self.free()
         self.report["calibration"] = {"null_call_us": round(self.cal.null_overhead_s * 1e6, 2),
-                                      "post_us": round(sorted(self.cal.post_s)[len(self.cal.post_s) // 2] * 1e6, 1)}
+                                      "post_us": median_ms(self.cal.post_s, 1e6, 1)}
         if self.probe is not None:
             self.report["calibration"]["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
         reply, _ = cand.exchange(("buffers", input_description(self.local, self.device)), load_s,
@@ -111,15 +122,14 @@ class CandidateCalls:
         windows = []
         for k in range(REFERENCE_WARMUP + REFERENCE_CALLS):
             self.refill(k + 50_000)
-            self.clock.flush()
-            self.clock.synchronize()
+            self.settle()
             window = cand.call(k + 50_000, load_s, phase)
             if k >= REFERENCE_WARMUP:
                 windows.append(window)
         cand.exchange(("drop", None), load_s, phase, expect="dropped")
         self.free()
         self.cal.reference_s, self.cal.eager_s = windows, eager_s
-        self.report["calibration"].update(reference_window_ms=round(sorted(windows)[len(windows) // 2] * 1e3, 4),
+        self.report["calibration"].update(reference_window_ms=median_ms(windows),
                                           path_us=round(self.cal.overhead_s * 1e6, 2))
 
     def post(self, cand: CandidateProcess, k: int, timeout_s: float, phase: str) -> tuple[Any, float]:
@@ -169,8 +179,7 @@ class CandidateCalls:
                 with torch.no_grad():
                     ref = self.model(*inputs)
                 del inputs
-                self.clock.flush()
-                self.clock.synchronize()
+                self.settle()
                 mark("judge", f"check {k + 1}: inputs and reference ready")
                 phase = f"check {k + 1} of {n}"
                 self.check_timing.windows_s.append(cand.call(k, limit, phase))
@@ -208,8 +217,7 @@ class CandidateCalls:
             i = k - warmup
             t0 = time.perf_counter()
             self.refill(k + 100_000)
-            self.clock.flush()
-            self.clock.synchronize()
+            self.settle()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise CandidateFailure("timeout", f"timing did not finish within {spec['timeouts']['timing_s']:g} s")
@@ -258,9 +266,8 @@ class CandidateCalls:
         estimates, fold = merged.estimates_s(self.cal)
         checked, _ = self.check_timing.estimates_s(self.cal)
         stats = summarize([e * 1000.0 for e in estimates])
-        med = lambda xs: round(sorted(xs)[len(xs) // 2] * 1e3, 4) if xs else None  # noqa: E731
-        self.report["calibration"].update(window_ms=med(timing.windows_s), post_ms=med(merged.post_s),
-                                          post_calibrated_ms=med(self.cal.post_s), fold_ms=round(fold * 1e3, 4))
+        self.report["calibration"].update(window_ms=median_ms(timing.windows_s), post_ms=median_ms(merged.post_s),
+                                          post_calibrated_ms=median_ms(self.cal.post_s), fold_ms=round(fold * 1e3, 4))
         self.report["timing"]["candidate"] = stats
         self.report["times_ms"]["candidate"] = stats.median_ms
         self.report["timing"]["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])
@@ -303,7 +310,7 @@ class CandidateCalls:
         if timed and "candidate" in self.report["times_ms"]:
             own_timed = own[-self.spec["num_timed"]:]
             if own_timed and "calibration" in self.report:
-                self.report["calibration"]["own_ms"] = round(sorted(own_timed)[len(own_timed) // 2], 4)
+                self.report["calibration"]["own_ms"] = median_ms(own_timed, 1.0)
             why = cross_check(own_timed, self.report["times_ms"]["candidate"])
             if why:
                 self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})

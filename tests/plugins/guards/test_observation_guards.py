@@ -161,3 +161,25 @@ def test_ops_on_a_thread_the_solution_starts_are_its_own_even_after_forward_retu
     obs = observe(lambda: threads.append(threading.Thread(target=lambda: torch.relu(X))) or threads[-1].start(),
                   calls=1, outside=lambda: [t.join() for t in threads])
     assert any(name in obs.ops for name in ("aten::relu", "aten::clamp_min")), obs.ops
+
+
+def test_a_session_without_forward_calls_still_knows_the_harness_thread():
+    """The reference's calls and the hand-overs mark the harness's thread too: what the harness
+    does between them in a session with no forward call (loading weights) is not the solution's,
+    while a thread the solution started still is."""
+    import threading
+
+    obs = CallObserver("cpu")
+    obs.start()
+    with torch.no_grad():
+        with obs.reference_range():
+            torch.relu(X)  # the reference's own operator
+        X.mul(2.0)  # the harness between calls (e.g. load_state_dict)
+        with obs.post_range():
+            pass
+        worker = threading.Thread(target=lambda: torch.tanh(X))
+        worker.start()
+        worker.join()
+    found = obs.stop()
+    assert found.calls == 0 and "aten::relu" not in found.ops and "aten::mul" not in found.ops, found.ops
+    assert "aten::tanh" in found.ops, found.ops
