@@ -26,6 +26,7 @@ FORWARD_RANGE = "kag::forward"
 REFERENCE_RANGE = "kag::reference"  # a call of the task's Model (path calibration): the harness's, not forward's
 POST_RANGE = "kag::post"  # the hand-over of an output: the harness allocates and fills poison, nothing else
 # (and, on the CPU, moving the output into shared memory: copy_, set_)
+HARNESS_RANGES = (FORWARD_RANGE, REFERENCE_RANGE, POST_RANGE)
 HARNESS_POST_OPS = frozenset({"aten::empty", "aten::fill_", "aten::empty_strided", "aten::lift_fresh", "aten::copy_",
                               "aten::set_"})
 COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "CompiledFxGraph",
@@ -80,29 +81,24 @@ class CallObserver:
     def forward_range(self, count: bool = True) -> Any:
         """A context marking one call of forward (the ops inside it are the solution's); the
         calibration's null calls go through it too, uncounted."""
-        import contextlib
-
-        from torch.autograd.profiler import record_function
-
         self.calls += int(count)
-        return record_function(FORWARD_RANGE) if self._prof is not None else contextlib.nullcontext()
+        return self._range(FORWARD_RANGE)
 
     def reference_range(self) -> Any:
         """A context marking a call of the reference (before model_new.py exists): the same cost as
         ``forward_range``, but its operators are the harness's (outside every forward range)."""
-        import contextlib
-
-        from torch.autograd.profiler import record_function
-
-        return record_function(REFERENCE_RANGE) if self._prof is not None else contextlib.nullcontext()
+        return self._range(REFERENCE_RANGE)
 
     def post_range(self) -> Any:
         """A context marking the hand-over of an output."""
+        return self._range(POST_RANGE)
+
+    def _range(self, name: str) -> Any:
         import contextlib
 
         from torch.autograd.profiler import record_function
 
-        return record_function(POST_RANGE) if self._prof is not None else contextlib.nullcontext()
+        return record_function(name) if self._prof is not None else contextlib.nullcontext()
 
     def stop(self) -> Observations:
         obs = Observations(calls=self.calls, error=self.error)
@@ -138,21 +134,22 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
     import torch
 
     cuda = torch.autograd.DeviceType.CUDA
-    marks = [e for e in events if e.name == FORWARD_RANGE and e.device_type != cuda]
+    # the harness's thread is the one its ranges are on, whichever ranges a session holds (one
+    # with only reference calls or hand-overs in it too)
+    marks = [e for e in events if e.name in HARNESS_RANGES and e.device_type != cuda]
     harness = {getattr(e, "thread", None) for e in marks}
-    inside = _within([(e.time_range.start, e.time_range.end) for e in marks])
-    in_post = _within([(e.time_range.start, e.time_range.end) for e in events
-                       if e.name == POST_RANGE and e.device_type != cuda])
+    inside = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == FORWARD_RANGE])
+    in_post = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == POST_RANGE])
 
     for e in events:
         if e.device_type == cuda:
             # the harness's ranges have their own marks on the GPU timeline: annotations, not kernels
             # (a kernel's name cannot be one of them: a demangled name ends in its parameter list)
-            if not (e.name in (FORWARD_RANGE, POST_RANGE, REFERENCE_RANGE) or getattr(e, "is_user_annotation", False)):
+            if not (e.name in HARNESS_RANGES or getattr(e, "is_user_annotation", False)):
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name
-        if name in (FORWARD_RANGE, POST_RANGE, REFERENCE_RANGE):
+        if name in HARNESS_RANGES:
             continue
         if in_post(e.time_range.start) and name.startswith(("aten::", "prim::")) and name not in HARNESS_POST_OPS:
             obs.post_ops[name] = obs.post_ops.get(name, 0) + 1
@@ -166,8 +163,16 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
 
 
 def _within(spans: list[tuple[float, float]]) -> Any:
-    """A test of whether a time falls inside one of ``spans`` (which do not overlap)."""
-    spans = sorted(spans)
+    """A test of whether a time falls inside one of ``spans``. They are merged first: a range the
+    solution opens inside a call's (a record_function named like the harness's) must not hide
+    what follows it in that call."""
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    spans = merged
     starts = [a for a, _ in spans]
 
     def test(t: float) -> bool:

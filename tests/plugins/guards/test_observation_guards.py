@@ -183,3 +183,47 @@ def test_a_session_without_forward_calls_still_knows_the_harness_thread():
     found = obs.stop()
     assert found.calls == 0 and "aten::relu" not in found.ops and "aten::mul" not in found.ops, found.ops
     assert "aten::tanh" in found.ops, found.ops
+
+
+def test_a_solution_thread_that_marks_itself_as_the_harness_is_still_seen_during_forward():
+    """The attack on the harness-thread rule: a thread the solution starts opens the harness's
+    own ranges (``kag::reference``, ``kag::post``, a short ``kag::forward`` nested in the call's)
+    to pass as the harness, then computes while forward runs. Operators that start inside a
+    forward range count, whatever their thread and whatever ranges were opened inside it."""
+    import threading
+
+    from torch.autograd.profiler import record_function
+
+    go, done = threading.Event(), threading.Event()
+
+    def spoof() -> None:
+        go.wait()
+        for name in ("kag::reference", "kag::post", "kag::forward"):
+            with record_function(name):
+                pass
+        torch.tanh(X)
+        done.set()
+
+    obs = CallObserver("cpu")
+    obs.start()
+    worker = threading.Thread(target=spoof)
+    worker.start()
+    with torch.no_grad(), obs.forward_range():
+        go.set()
+        done.wait()
+    worker.join()
+    found = obs.stop()
+    assert "aten::tanh" in found.ops, found.ops
+
+
+def test_a_range_named_like_forward_inside_forward_does_not_end_it():
+    """The same attack on the harness's own thread: forward opens a short ``kag::forward`` of its
+    own, then falls back to PyTorch after it."""
+    from torch.autograd.profiler import record_function
+
+    def forward() -> None:
+        with record_function("kag::forward"):
+            pass
+        torch.relu(X)
+
+    assert "aten::relu" in observe(forward).ops or "aten::clamp_min" in observe(forward).ops
