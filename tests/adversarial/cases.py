@@ -167,6 +167,10 @@ ATTACKS: list[Case] = [
              family="spotting the watched call", also=(("ok", ""),)),
     *_attack("spot_by_call_count", BOTH, "no-torch-fallback", "aten::", timed=True,
              family="spotting the watched call"),
+    *_attack("spoof_range_python", BOTH, "no-torch-fallback", "aten::", forbid_output="FALLBACK-TAKEN",
+             family="spotting the watched call"),
+    *_attack("spoof_range_cpp", BOTH, "no-torch-fallback", "aten::", forbid_output="FALLBACK-TAKEN",
+             family="spotting the watched call"),
     # -- tiny outputs: within atol everywhere, wrong on the reference's own scale
     *_attack("tiny_sparse_cpp", BOTH, "mismatch", "own scale", family="tiny outputs",
              by_backend={b: {"task": _task(b, "tiny")} for b in BOTH}),
