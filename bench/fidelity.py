@@ -89,6 +89,10 @@ def measure(name: str, example: str, rel: str, sizes: dict[str, int], iters: int
     if not result.ok:
         return row
     t = result.times_ms
+    if not t.get("candidate"):  # the calibration took the whole window: no speed-up to compare
+        row.update(ok=False, error=f"kag's candidate time is {t.get('candidate')} ms (calibration >= the call's window)",
+                   calibration=result.metadata.get("calibration"))
+        return row
     row.update(kag_eager_ms=t["eager"], kag_candidate_ms=t["candidate"], kag_speedup=t["eager"] / t["candidate"],
                calibration=result.metadata.get("calibration"), durations_s=result.durations_s)
     # the independent measurement, in a fresh process (one cuda_extension per process)

@@ -405,7 +405,12 @@ class Harness:
         except Exception:  # noqa: BLE001
             pass
         self.observer = None
-        self.send(("finished", {"observations": to_dict(obs), "own_times_ms": self.own_times}))
+        peak = None
+        if self.device.startswith("cuda"):
+            import torch
+
+            peak = torch.cuda.max_memory_allocated() / 2**20
+        self.send(("finished", {"observations": to_dict(obs), "own_times_ms": self.own_times, "peak_memory_mb": peak}))
 
 
 class _null:

@@ -9,6 +9,7 @@ every window it is timed by comes from ``kag.core.judge_timing``.
 from __future__ import annotations
 
 import io
+import math
 import os
 import secrets
 import time
@@ -293,6 +294,9 @@ class CandidateCalls:
                                  expect="finished")
         obs = from_dict(Observations, reply[1]["observations"])
         own = [float(t) for t in reply[1].get("own_times_ms", [])]
+        peak = reply[1].get("peak_memory_mb")
+        if isinstance(peak, (int, float)) and math.isfinite(peak) and peak >= 0:
+            self.report["peak_memory_mb"] = float(peak)  # the candidate's report: shown, never scored
         info = RunInfo(device="cuda" if self.cuda else "cpu", solution_dir=os.path.dirname(self.spec["model_new_path"]),
                        extension_path=self.spec.get("extension_path"), allow_cublas=bool(self.spec.get("guard_options", {}).get("allow_cublas", True)),
                        allow_cudnn=bool(self.spec.get("guard_options", {}).get("allow_cudnn", True)))

@@ -208,7 +208,7 @@ class EvalResult:
     speedup_vs_compile: float | None = None
     reward: RewardValue | None = None
     device: dict[str, Any] = attrs.field(factory=dict)
-    peak_memory_mb: float | None = None
+    peak_memory_mb: float | None = None  # on a GPU, as the candidate reports it (shown, never scored)
     durations_s: dict[str, float] = attrs.field(factory=dict)
     build_log: str = ""
     metadata: dict[str, Any] = attrs.field(factory=dict)
