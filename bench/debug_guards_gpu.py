@@ -11,11 +11,11 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from kag.core.build import build_solution  # noqa: E402
-from kag.core.guarding import ForwardInfo, describe_types, run_runtime_guards, snapshot_identities  # noqa: E402
+from kag.core.eval.build import build_solution  # noqa: E402
+from kag.core.eval.guarding import ForwardInfo, describe_types, run_runtime_guards, snapshot_identities  # noqa: E402
 from kag.core.plugins import Plugins  # noqa: E402
 from kag.core.tasks import load_module  # noqa: E402
-from kag.core.workspace import read_solution  # noqa: E402
+from kag.core.agent.workspace import read_solution  # noqa: E402
 
 name = sys.argv[1] if len(sys.argv) > 1 else "diag_matmul"
 ex = REPO / "examples" / name

@@ -62,9 +62,9 @@ def main(argv: list[str]) -> int:
 
 
 def score(ex: Path, task: Any, plugins: Any, num_checks: int) -> dict:
-    from kag.core.evaluate import EvalOptions, evaluate
+    from kag.core.eval.evaluate import EvalOptions, evaluate
     from kag.core.records import to_dict
-    from kag.core.workspace import read_solution
+    from kag.core.agent.workspace import read_solution
 
     r = evaluate(task, read_solution(ex / "cuda"), EvalOptions(backend="cuda", num_checks=num_checks), plugins)
     row = {"example": ex.name, "task": task.name, "ok": r.ok, "error": r.error,

@@ -72,10 +72,10 @@ def profiler_ms(model, make_inputs, iters: int) -> float:
 
 
 def measure(name: str, example: str, rel: str, sizes: dict[str, int], iters: int) -> dict:
-    from kag.core.evaluate import EvalOptions, evaluate
+    from kag.core.eval.evaluate import EvalOptions, evaluate
     from kag.core.plugins import Plugins
     from kag.core.records import Task
-    from kag.core.workspace import read_solution
+    from kag.core.agent.workspace import read_solution
 
     code = task_code(rel, sizes)
     task = Task(name=name, source="fidelity", code=code, path=str(SAMPLE / rel))
@@ -114,10 +114,10 @@ def profile_one(name: str, iters: int) -> dict:
     """In this (fresh) process: build the example, load it, and time Model and ModelNew with CUPTI."""
     import torch
 
-    from kag.core.build import build_solution
+    from kag.core.eval.build import build_solution
     from kag.core.plugins import Plugins
     from kag.core.tasks import load_module
-    from kag.core.workspace import read_solution
+    from kag.core.agent.workspace import read_solution
 
     _, example, rel, sizes = next(t for t in TASKS if t[0] == name)
     code = task_code(rel, sizes)
@@ -171,9 +171,9 @@ def prebuild(examples: set[str]) -> None:
     runs after it find their objects in the build cache instead of compiling one by one."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kag.core.build import build_solution
+    from kag.core.eval.build import build_solution
     from kag.core.plugins import Plugins
-    from kag.core.workspace import read_solution
+    from kag.core.agent.workspace import read_solution
 
     backend = Plugins().create("backend", "cuda")
 

@@ -14,7 +14,7 @@ def resolve_backend(workspace: Path, backend: str | None, plugin_pairs: tuple[st
                     config_path: str | None):
     """--backend, else the workspace's .kag/workspace.json, else --plugin / kag.toml / default."""
     from kag.core.plugins import parse_plugin_options
-    from kag.core.workspace import read_meta
+    from kag.core.agent.workspace import read_meta
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
     has_plugin_choice = "backend" in parse_plugin_options(plugin_pairs)
@@ -36,10 +36,10 @@ def resolve_backend(workspace: Path, backend: str | None, plugin_pairs: tuple[st
 def build(directory: Path, backend: str | None, out_dir: Path | None, jobs: int | None,
           timeout_s: float, as_json: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Compile DIR's kernels/ into cuda_extension; exit 1 if the build failed."""
-    from kag.core.build import build_solution
-    from kag.core.report import format_build
+    from kag.core.eval.build import build_solution
+    from kag.core.eval.feedback import format_build
     from kag.core.records import to_dict
-    from kag.core.workspace import WorkspaceError, build_in_workspace, read_solution
+    from kag.core.agent.workspace import WorkspaceError, build_in_workspace, read_solution
 
     try:
         solution = read_solution(directory)

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import click
 
 from kag.core.config import Config, ConfigError, load_config, parse_value
-from kag.core.eval_server import ServerError
+from kag.core.eval.server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
 from kag.core.records import JsonlError
 from kag.core.tasks import TaskError
@@ -98,15 +98,15 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, policy_pairs: tuple[str, ...],
                      backend: str, max_turns: int, max_context_tokens: int, num_timed: int) -> tuple[str, dict, Any]:
     """Resolve the policy name and options and the agent configuration (nothing is started)."""
-    from kag.core.agent import AgentConfig
-    from kag.core.evaluate import EvalOptions
+    from kag.core.agent.loop import AgentConfig
+    from kag.core.eval.evaluate import EvalOptions
 
     if policy:
         plugins.select({"policy": policy})
     name = plugins.selected("policy")
     opts = config.options("policies", name)
     opts.update(parse_key_values(policy_pairs, "--policy-option", "model=my-model"))
-    from kag.core.gpu_pool import pick_backend
+    from kag.core.eval.gpu_pool import pick_backend
 
     cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
                       eval_options=EvalOptions(backend=pick_backend(backend), num_timed=num_timed))

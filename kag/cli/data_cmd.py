@@ -20,10 +20,10 @@ def _data_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from kag.core.synthesis import SynthesisError
+        from kag.core.data.synthesis import SynthesisError
 
         try:
-            from kag.core.policy import PolicyError
+            from kag.core.agent.policy import PolicyError
         except ImportError:  # pragma: no cover - policy core not present
             PolicyError = SynthesisError  # noqa: N806
         try:
@@ -36,7 +36,7 @@ def _data_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _folder(out: str) -> tuple[Path, Any]:
-    from kag.core.synthesis import Manifest
+    from kag.core.data.synthesis import Manifest
 
     root = Path(out).expanduser()
     root.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ def data() -> None:
 @_data_errors
 def crawl(out: str, crawlers: tuple[str, ...], quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Mine seed operators into OUT/seeds.jsonl and report found / instantiated / failed by reason."""
-    from kag.cli import data_stages as st
+    from kag.core.data import stages as st
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)
@@ -137,8 +137,8 @@ def crawl(out: str, crawlers: tuple[str, ...], quiet: bool, plugin_pairs: tuple[
 def compose(out: str, n: int, composer: str | None, mix: str | None, profile: str, seed: int, policy: str | None,
             policy_opts: tuple[str, ...], quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Stack OUT/seeds.jsonl operators into OUT/composed.jsonl (1-5 ops per task)."""
-    from kag.cli import data_stages as st
-    from kag.core.synthesis import parse_mix
+    from kag.core.data import stages as st
+    from kag.core.data.synthesis import parse_mix
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)
@@ -162,7 +162,7 @@ def compose(out: str, n: int, composer: str | None, mix: str | None, profile: st
 def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, window_ms: str | None,
                compile_backend: str, quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Run every OUT/composed.jsonl task; keep the usable ones in OUT/filtered.jsonl."""
-    from kag.cli import data_stages as st
+    from kag.core.data import stages as st
     from kag.core.records import read_jsonl
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
@@ -187,7 +187,7 @@ def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, win
 def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugin_pairs: tuple[str, ...],
              config_path: str | None) -> None:
     """Drop OUT/filtered.jsonl tasks structurally close to a benchmark; write the histogram and numbers."""
-    from kag.cli import data_stages as st
+    from kag.core.data import stages as st
     from kag.core.records import read_jsonl
 
     plugins, config = make_plugins(plugin_pairs, config_path)
@@ -216,8 +216,8 @@ def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix
           timeout_s: float, window_ms: str | None, compile_backend: str, against: str | None, threshold: float,
           quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Run all stages into OUT (data.parquet + manifest.json); rerun to resume where it stopped."""
-    from kag.cli import data_stages as st
-    from kag.core.synthesis import parse_mix
+    from kag.core.data import stages as st
+    from kag.core.data.synthesis import parse_mix
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)

@@ -24,9 +24,9 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     """Run one episode per task; write results.jsonl, summary.md/json and fast_p.png to OUT."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kag.core.agent import Agent
-    from kag.core.benchmark import finished_tasks, run_all, write_summary
-    from kag.core.trajectory import TrajectoryWriter
+    from kag.core.agent.loop import Agent
+    from kag.core.benchmark.engine import finished_tasks, run_all, write_summary
+    from kag.core.agent.trajectory import TrajectoryWriter
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     loaded = open_dataset(plugins, config, dataset_spec, level=level, ids=ids).load()
@@ -52,7 +52,7 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
                   transient=False) as progress:
         bar = progress.add_task("episodes", total=todo)
         if cfg.eval_options.backend != "cpu":  # one judge started ahead per episode in flight
-            from kag.core.judge_process import keep_judges_warm
+            from kag.core.eval.judge_process import keep_judges_warm
 
             keep_judges_warm(concurrency)
         run_all(loaded.tasks, out, run_one, concurrency, progress=lambda: progress.advance(bar))

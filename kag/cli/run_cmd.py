@@ -20,11 +20,11 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
         config_path: str | None) -> None:
     """Run one episode on TASK and write OUT/workspace (best solution), summary.json and the trajectory."""
     from kag.cli.score_cmd import resolve_task
-    from kag.core.agent import Agent
+    from kag.core.agent.loop import Agent
     from kag.core.records import to_dict
-    from kag.core.report import format_eval
-    from kag.core.trajectory import TrajectoryWriter, render_transcript
-    from kag.core.workspace import make_workspace, write_solution
+    from kag.core.eval.feedback import format_eval
+    from kag.core.agent.trajectory import TrajectoryWriter, render_transcript
+    from kag.core.agent.workspace import make_workspace, write_solution
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     task = resolve_task(task_spec, plugins, config)

@@ -5,7 +5,7 @@
 is short for ``--task DIR/model.py --solution DIR`` (what the skill scripts pass). Exit status 0
 when the evaluation ran, whatever the verdict; 2 on bad usage or input. Where each baseline's time
 came from (the cache and its age, or timed now) is in ``metadata.baseline_cache`` (see
-``kag.core.baseline_cache.BaselineCache.obtain``) and on the baseline's line of the text report.
+``kag.core.eval.baseline_cache.BaselineCache.obtain``) and on the baseline's line of the text report.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable
 import click
 
 from kag.cli.common import make_plugins, open_dataset, plugin_options, user_errors
-from kag.core.evaluate import COMPILE_MODES
+from kag.core.eval.evaluate import COMPILE_MODES
 from kag.core.tasks import TaskError
 
 _DATASET_ID = re.compile(r"^(?P<dataset>[\w.-]+):(?:level)?(?P<level>\d+)/(?P<pid>\d+)(?:_\S*)?$")
@@ -50,12 +50,12 @@ def resolve_task(spec: str, plugins: Any, config: Any) -> Any:
 
 
 def read_solution_dir(path: Path) -> Any:
-    """A workspace/solution folder -> Solution (kag.core.workspace when present)."""
+    """A workspace/solution folder -> Solution (kag.core.agent.workspace when present)."""
     if not path.is_dir():
         raise TaskError(f"--solution {path}: not a directory; pass the folder holding model_new.py and kernels/")
     if not (path / "model_new.py").is_file():
         raise TaskError(f"{path}: no model_new.py; a solution is model_new.py plus kernels/")
-    from kag.core.workspace import WorkspaceError, read_solution
+    from kag.core.agent.workspace import WorkspaceError, read_solution
 
     try:
         return read_solution(path)
@@ -74,7 +74,7 @@ def result_json(result: Any) -> dict[str, Any]:
 
 
 def print_report(result: Any, echo: Callable[[str], None] = click.echo) -> None:
-    from kag.core.report import format_eval
+    from kag.core.eval.feedback import format_eval
 
     echo(format_eval(result))
 
@@ -117,8 +117,8 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
          server: str | None, reference: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     import attrs
 
-    from kag.core.evaluate import EvalOptions, Timeouts, evaluate
-    from kag.core.gpu_pool import pick_backend
+    from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
+    from kag.core.eval.gpu_pool import pick_backend
 
     if workspace is not None:
         task_spec = task_spec or str(workspace / "model.py")
@@ -137,14 +137,14 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         timeouts=attrs.evolve(Timeouts(), build_s=build_timeout), static_guards=not no_static_guards,
     )
     if mode == "profile":
-        from kag.core.analysis import analyse_reference, format_analysis, is_untouched
+        from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
 
         if reference or is_untouched(task, solution):
             analysis = analyse_reference(task, "cuda" if options.backend == "cuda" else "cpu", compile_mode)
             click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
             return
     if server:
-        from kag.core.eval_server import evaluate_remote
+        from kag.core.eval.server import evaluate_remote
 
         result = evaluate_remote(server, task, solution, options, plugins)
     else:

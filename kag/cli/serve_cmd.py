@@ -1,7 +1,7 @@
 """``kag serve``: the trusted evaluator as a long-lived service with judges kept warm.
 
 ``kag score/verify/profile --server SOCKET`` (or ``KAG_EVAL_SERVER=SOCKET``) then skip the seconds a
-fresh judge spends importing torch; the verdict is the same (kag.core.eval_server).
+fresh judge spends importing torch; the verdict is the same (kag.core.eval.server).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from kag.cli.common import user_errors
 @user_errors
 def serve(socket_path: Path | None, warm: int | None) -> None:
     """Serve evaluations to `kag score --server` until interrupted."""
-    from kag.core.eval_server import ENV_VAR, EvalServer
-    from kag.core.jsonsocket import SocketInUse
+    from kag.core.eval.server import ENV_VAR, EvalServer
+    from kag.core.eval.jsonsocket import SocketInUse
 
     try:
         server = EvalServer(socket_path, warm=warm)
@@ -37,7 +37,7 @@ def serve(socket_path: Path | None, warm: int | None) -> None:
     click.echo(f"kag serve: listening on {server.socket_path} ({server.warm} judge(s) kept warm, devices "
                f"{server.pool.devices or ['cpu']}); use it with\n  export {ENV_VAR}={server.socket_path}", err=True)
     try:
-        from kag.core.judge_process import WARM
+        from kag.core.eval.judge_process import WARM
 
         while server.warm and not done.wait(0.2):
             if WARM.count_ready()[1]:

@@ -14,7 +14,7 @@ from kag.cli.common import user_errors
 @user_errors
 def show(path: str, episode: str | None, full: bool) -> None:
     """Print the transcript of PATH (a trajectories.jsonl or a run's output folder)."""
-    from kag.core.trajectory import iter_trajectories, render_transcript
+    from kag.core.agent.trajectory import iter_trajectories, render_transcript
 
     shown = 0
     for traj in iter_trajectories(path):

@@ -20,7 +20,7 @@ def workspace(task_file: Path, directory: Path, backend: str | None, plugin_pair
     """Create workspace DIR for the task in TASK_FILE (a KernelBench-format .py file)."""
     from kag.core.records import Task
     from kag.core.tasks import TaskError, check_task_code
-    from kag.core.workspace import WorkspaceError, make_workspace
+    from kag.core.agent.workspace import WorkspaceError, make_workspace
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
     name = backend or plugins.selected("backend")

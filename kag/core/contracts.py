@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, r
 if TYPE_CHECKING:
     import random
 
-    from kag.core.build import BuildResult
-    from kag.core.environment import StepResult
-    from kag.core.evaluate import EvalOptions
-    from kag.core.guarding import RunInfo
-    from kag.core.observe import Observations
+    from kag.core.eval.build import BuildResult
+    from kag.core.agent.environment import StepResult
+    from kag.core.eval.evaluate import EvalOptions
+    from kag.core.eval.guarding import RunInfo
+    from kag.core.eval.observe import Observations
     from kag.core.plugins import Plugins
-    from kag.core.policy import PolicyStep
+    from kag.core.agent.policy import PolicyStep
     from kag.core.records import EvalResult, Message, Solution, Task, Violation
-    from kag.core.sandbox import CommandResult
-    from kag.core.synthesis import Candidate, CrawlResult, Seed
+    from kag.core.agent.sandbox import CommandResult
+    from kag.core.data.synthesis import ComposedTask, CrawlResult, Seed
     from kag.core.tasks import LoadedTasks
-    from kag.core.toolkit import ToolContext, ToolOutput
+    from kag.core.agent.toolkit import ToolContext, ToolOutput
 
 
 # -- dataset ------------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ class Dataset(Protocol):
 # -- tool ---------------------------------------------------------------------------------------
 @runtime_checkable
 class AgentTool(Protocol):
-    """An agent tool (kag.core.toolkit.Tool is the built-ins' base). Optional: ``validate(args) ->
+    """An agent tool (kag.core.agent.toolkit.Tool is the built-ins' base). Optional: ``validate(args) ->
     list[str]``, the reasons a call's arguments are invalid (the RL environment flags such calls)."""
 
     name: str  # what the model calls it by; unique among the selected tools
@@ -92,7 +92,7 @@ class Sandbox(Protocol):
     def start(self, workspace_dir: str | Path | None = None, bridge_dir: str | Path | None = None) -> SandboxHandle:
         """Put the workspace in the sandbox (copied unless configured otherwise) and return a handle.
 
-        ``bridge_dir`` holds the evaluation bridge's socket (``kag.core.bridge``); the sandbox makes
+        ``bridge_dir`` holds the evaluation bridge's socket (``kag.core.agent.bridge``); the sandbox makes
         it reachable to commands and sets KAG_BRIDGE to the socket's path as they see it."""
 
 
@@ -104,11 +104,11 @@ class SandboxEvaluator(Protocol):
     the solution does; error texts must not carry this machine's file contents."""
 
     def build(self, solution: Solution, options: EvalOptions, plugins: Plugins) -> BuildResult:
-        """What ``kag.core.build.build_solution`` would answer (``module_dir`` may be None)."""
+        """What ``kag.core.eval.build.build_solution`` would answer (``module_dir`` may be None)."""
 
     def evaluate(self, task: Task, solution: Solution, options: EvalOptions | None = None,
                  plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
-        """What ``kag.core.evaluate.evaluate`` would answer."""
+        """What ``kag.core.eval.evaluate.evaluate`` would answer."""
 
 
 # -- baseline -----------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ class Reward(Protocol):
 # -- guard --------------------------------------------------------------------------------------
 @runtime_checkable
 class Guard(Protocol):
-    """An anti-reward-hacking check, made with the options of kag.core.guarding.GuardOptions.
+    """An anti-reward-hacking check, made with the options of kag.core.eval.guarding.GuardOptions.
 
     A guard has a ``name`` and one or both of the checks (``StaticGuard``, ``ObservationGuard``);
     the runner calls whichever it has, and only guards with ``check_observations`` run in the judge.
@@ -203,7 +203,7 @@ class Backend(Protocol):
 # -- environment --------------------------------------------------------------------------------
 @runtime_checkable
 class Environment(Protocol):
-    """What RL stages train against (kag.core.environment). Optional: ``truncate()``, called when the
+    """What RL stages train against (kag.core.agent.environment). Optional: ``truncate()``, called when the
     trainer's budget ends an episode; it returns a StepResult whose reward is added, or None."""
 
     def sample_tasks(self, n: int, rng: random.Random) -> list[Any]:
@@ -232,8 +232,8 @@ class Composer(Protocol):
     def params(self) -> dict[str, Any]:
         """The settings the manifest records; a finished stage is reused only when they match."""
 
-    def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> Candidate:
-        """The task of one attempt at one slot; raises kag.core.synthesis.ComposeError to reject it."""
+    def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> ComposedTask:
+        """The task of one attempt at one slot; raises kag.core.data.synthesis.ComposeError to reject it."""
 
 
 @runtime_checkable

@@ -98,7 +98,7 @@ def kag_register_backends(register: Register) -> None:
 
 @hookspec
 def kag_register_environments(register: Register) -> None:
-    """Register RL environments (see kag.core.environment: reset(task), step(action)):
+    """Register RL environments (see kag.core.agent.environment: reset(task), step(action)):
     ``register(name, factory: Callable[..., Environment])``."""
 
 

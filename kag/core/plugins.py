@@ -42,7 +42,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.environments.toy_env",
     "kag.plugins.environments.kernel_env",
     "kag.plugins.baselines.torch_baselines",
-    "kag.plugins.tolerances.policies",
+    "kag.plugins.tolerances.rules",
     "kag.plugins.tools.bash",
     "kag.plugins.tools.files",
     "kag.plugins.tools.search",

@@ -227,7 +227,7 @@ CASES: list[Case] = ATTACKS + HONEST
 
 
 def load_solution(path: Path) -> Solution:
-    """model_new.py + kernels/** of a solution directory (what kag.core.workspace.read_solution reads)."""
+    """model_new.py + kernels/** of a solution directory (what kag.core.agent.workspace.read_solution reads)."""
     kernels = {p.relative_to(path / "kernels").as_posix(): p.read_text(encoding="utf-8")
                for p in sorted((path / "kernels").rglob("*")) if p.is_file()}
     return Solution(model_new=(path / "model_new.py").read_text(encoding="utf-8"), kernels=kernels)

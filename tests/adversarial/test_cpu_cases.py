@@ -1,4 +1,4 @@
-"""End to end: every CPU case of the corpus through ``kag.core.evaluate.evaluate`` (real build, real
+"""End to end: every CPU case of the corpus through ``kag.core.eval.evaluate.evaluate`` (real build, real
 judge and candidate processes) gets the verdict the manifest expects; honest ones pass."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
-from kag.core.build import BuildSetupError, tool_version, torch_info
+from kag.core.eval.build import BuildSetupError, tool_version, torch_info
 from kag.core.hookspecs import hookimpl
 
 NVCC_FLAGS = ["-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC"]

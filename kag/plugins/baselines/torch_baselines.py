@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, Callable
 
-from kag.core.evaluate import COMPILE_MODES
+from kag.core.eval.evaluate import COMPILE_MODES
 from kag.core.hookspecs import hookimpl
 
 

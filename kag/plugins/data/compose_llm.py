@@ -14,7 +14,7 @@ from typing import Any
 
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Message
-from kag.core.synthesis import (SIZE_PROFILES, Candidate, ComposeError, Seed, SynthesisError, expand,
+from kag.core.data.synthesis import (SIZE_PROFILES, ComposedTask, ComposeError, Seed, SynthesisError, expand,
                                 fill_values, sample_shape)
 from kag.core.tasks import TaskError, check_task_code
 
@@ -124,7 +124,7 @@ class LLMComposer:
     def params(self) -> dict[str, Any]:
         return {"policy": self.policy_name, "profile": self.profile_name, "menu_size": self.menu_size}
 
-    def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> Candidate:
+    def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> ComposedTask:
         rng = random.Random(f"{seed}:{index}:{bucket}")
         hidden = bucket == "transformers"
         pool = [s for s in seeds if s.source.startswith("transformers") == hidden]
@@ -143,7 +143,7 @@ class LLMComposer:
         out_shape = validate(code)
         ops = ops_used(code, seeds) or ["unknown"]
         source = next((s.source for s in menu if s.op in ops), bucket) if hidden else bucket
-        return Candidate(id=f"{bucket}:{index}", code=code, ops=ops, data_source=source, composer="llm",
+        return ComposedTask(id=f"{bucket}:{index}", code=code, ops=ops, data_source=source, composer="llm",
                          made_by={"policy": self.policy_name, "menu": [s.op for s in menu], "asked_ops": count,
                                   "output_shape": out_shape, "profile": self.profile_name})
 

@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.synthesis import (SIZE_PROFILES, Candidate, ComposeError, Seed, Step, SynthesisError, expand,
+from kag.core.data.synthesis import (SIZE_PROFILES, ComposedTask, ComposeError, Seed, Step, SynthesisError, expand,
                                 fill_values, probe_output, render_task, sample_shape)
 
 
@@ -46,7 +46,7 @@ class RuleComposer:
     def params(self) -> dict[str, Any]:
         return {"profile": self.profile_name, "max_tries": self.max_tries}
 
-    def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> Candidate:
+    def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> ComposedTask:
         rng = random.Random(f"{seed}:{index}:{bucket}")
         torch_seeds = [s for s in seeds if s.source == "torch"]
         hidden = bucket == "transformers"
@@ -71,7 +71,7 @@ class RuleComposer:
                 raise ComposeError(f"no operator fits an output of rank {len(cur)} after {self.max_tries} tries")
             steps, cur = fitted
         code = render_task(steps, shape, title(steps, source, "rule"))
-        return Candidate(id=f"{bucket}:{index}", code=code, ops=[s.op for s in steps], data_source=source,
+        return ComposedTask(id=f"{bucket}:{index}", code=code, ops=[s.op for s in steps], data_source=source,
                          composer="rule", made_by={"input_shape": shape, "output_shape": cur,
                                                    "seeds": [s.op for s in steps], "profile": self.profile_name})
 

@@ -11,7 +11,7 @@ import inspect
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.synthesis import CRAWL_CHOICES, CRAWL_SHAPES, CrawlResult, Seed, Step, expand, fill_values, render_task
+from kag.core.data.synthesis import CRAWL_CHOICES, CRAWL_SHAPES, CrawlResult, Seed, Step, expand, fill_values, render_task
 from kag.core.tasks import TaskError, check_task_code
 
 # required constructor parameter -> template of its value

@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.synthesis import CrawlResult, Seed, Step, expand, fill_values, render_task
+from kag.core.data.synthesis import CrawlResult, Seed, Step, expand, fill_values, render_task
 from kag.core.tasks import TaskError, check_task_code
 
 # family -> config class (both under transformers.models.<family>)

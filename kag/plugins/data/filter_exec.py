@@ -16,7 +16,7 @@ import time
 from typing import Any, Iterable, Iterator
 
 from kag.core.hookspecs import hookimpl
-from kag.core.synthesis import SynthesisError
+from kag.core.data.synthesis import SynthesisError
 
 GPU_WINDOW_MS = (1.0, 100.0)
 CPU_WINDOW_MS = (0.1, 100.0)

@@ -1,1 +1,1 @@
-"""RL environments (kind ``environment``): what RL stages train against (kag.core.environment)."""
+"""RL environments (kind ``environment``): what RL stages train against (kag.core.agent.environment)."""

@@ -1,10 +1,10 @@
 """The CUDA-kernel environments RL stages train on: ``kernel-single`` and ``kernel-agentic``.
 
-Both score with the trusted evaluator (``kag.core.evaluate``) and the selected reward plugin, so
+Both score with the trusted evaluator (``kag.core.eval.evaluate``) and the selected reward plugin, so
 training sees exactly the reward ``kag run``/``kag eval`` give. ``kernel-single`` (the warm-up
 stage's environment) asks for a whole solution in one message, files in fenced blocks labelled by
 path. ``kernel-agentic`` is the agent loop as an environment: each step is one model message whose
-``<tool_call>`` blocks run in the episode ``kag run`` uses too (``kag.core.episode.Episode``: a
+``<tool_call>`` blocks run in the episode ``kag run`` uses too (``kag.core.agent.episode.Episode``: a
 sandbox, with compile/verify/profile answered through the evaluation bridge); the episode's reward
 is the best solution seen, re-scored at the end (both by the sandbox's own evaluator when it has
 one: with docker, no solution code runs on the host). Options (``[environments.kernel-single]`` in
@@ -25,8 +25,8 @@ import weakref
 from pathlib import PurePosixPath
 from typing import Any
 
-from kag.core.environment import StepResult
-from kag.core.episode import SYSTEM_PROMPT, Episode, failed_result, task_prompt
+from kag.core.agent.environment import StepResult
+from kag.core.agent.episode import SYSTEM_PROMPT, Episode, failed_result, task_prompt
 from kag.core.hookspecs import hookimpl
 from kag.core.records import EvalResult, Message, Solution, Task
 
@@ -112,7 +112,7 @@ def _block_path(info: str, line_no: int) -> str:
 def skill_summary(backend: str) -> str:
     """SKILL.md without the tool workflow (single-turn answers cannot compile or profile): the
     intro, files, how to write kernels, what is allowed and forbidden, and the CPU notes on cpu."""
-    from kag.core.workspace import skill_text
+    from kag.core.agent.workspace import skill_text
 
     text = skill_text()
     out = []
@@ -145,7 +145,7 @@ def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
 def _resolve_backend(backend: str) -> str:
     if backend not in ("cuda", "cpu", "auto"):
         raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
-    from kag.core.gpu_pool import pick_backend
+    from kag.core.eval.gpu_pool import pick_backend
 
     return pick_backend(backend)
 
@@ -166,7 +166,7 @@ class KernelEnvBase:
     def __init__(self, dataset: str | None = None, level: Any = None, ids: Any = None, backend: str = "auto",
                  num_timed: int = 20, warmup: int = 3, tolerance: str | None = None, reward: str | None = None,
                  plugins: Any = None):
-        from kag.core.evaluate import EvalOptions
+        from kag.core.eval.evaluate import EvalOptions
         from kag.core.plugins import Plugins
 
         if not dataset:
@@ -205,7 +205,7 @@ class KernelEnvBase:
 
     def _scored(self, solution: Any, info: dict[str, Any]) -> StepResult:
         """The local trusted evaluator's verdict on ``solution``, and its reward."""
-        from kag.core.evaluate import evaluate
+        from kag.core.eval.evaluate import evaluate
 
         assert self.task is not None
         result = evaluate(self.task, solution, self.options, self.plugins)
@@ -254,7 +254,7 @@ class KernelAgenticEnv(KernelEnvBase):
 
     def __init__(self, max_turns: int = 150, sandbox: str | None = None, sandbox_options: dict | None = None,
                  tools: list[str] | None = None, tool_options: dict | None = None, **options: Any):
-        from kag.core.toolkit import build_tools
+        from kag.core.agent.toolkit import build_tools
 
         super().__init__(**options)
         if int(max_turns) < 1:
@@ -272,13 +272,13 @@ class KernelAgenticEnv(KernelEnvBase):
         return self._live[-1] if self._live else None
 
     def system_prompt(self, skill: str) -> str:
-        from kag.core.toolkit import tool_schemas
+        from kag.core.agent.toolkit import tool_schemas
 
         schemas = "\n".join(json.dumps(s["function"], separators=(",", ":")) for s in tool_schemas(self.tools))
         return f"{SYSTEM_PROMPT}\n{TOOL_FORMAT}{schemas}\n\n{skill}"
 
     def reset(self, task: Any) -> list[Message]:
-        from kag.core.workspace import skill_text
+        from kag.core.agent.workspace import skill_text
 
         self.close()
         self.task, self.done, self.last_result, self.turns = self._task(task), False, None, 0
@@ -288,7 +288,7 @@ class KernelAgenticEnv(KernelEnvBase):
 
     def malformed(self, call: Any) -> str | None:
         """Why a parsed tool call is invalid (unparseable, unknown tool, bad arguments), or None."""
-        from kag.core.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
+        from kag.core.agent.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
 
         if RAW_ARGS_KEY in call.arguments:
             return f"unparseable tool call: {call.arguments.get(PARSE_ERROR_KEY)}"
@@ -299,7 +299,7 @@ class KernelAgenticEnv(KernelEnvBase):
         return f"{call.name}: {'; '.join(errors)}" if errors else None
 
     def step(self, action: str) -> StepResult:
-        from kag.core.policy import parse_tool_call_text
+        from kag.core.agent.policy import parse_tool_call_text
 
         ep = self.episode
         if self.task is None or self.done or ep is None:

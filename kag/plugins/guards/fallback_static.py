@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from kag.core.guarding import (GuardOptions, SourceFile, dotted_name, import_aliases, parse_python, regex_hits,
+from kag.core.eval.guarding import (GuardOptions, SourceFile, dotted_name, import_aliases, parse_python, regex_hits,
                                resolve, solution_files)
 from kag.core.records import Solution
 

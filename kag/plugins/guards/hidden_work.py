@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
-from kag.core.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
+from kag.core.eval.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from kag.core.guarding import GuardBase, regex_hits, solution_files
+from kag.core.eval.guarding import GuardBase, regex_hits, solution_files
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 

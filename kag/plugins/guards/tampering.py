@@ -15,7 +15,7 @@ import ast
 import re
 from typing import Any
 
-from kag.core.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
+from kag.core.eval.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 

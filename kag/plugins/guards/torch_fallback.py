@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kag.core.guarding import GuardBase, RunInfo
+from kag.core.eval.guarding import GuardBase, RunInfo
 from kag.core.hookspecs import hookimpl
 from kag.core.records import Solution, Task, Violation
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import TOOL_CALL_RE, PolicyError, PolicyStep, parse_tool_call_text, step_from_tokens  # noqa: F401
+from kag.core.agent.policy import TOOL_CALL_RE, PolicyError, PolicyStep, parse_tool_call_text, step_from_tokens  # noqa: F401
 from kag.core.records import Message
 
-# the parser lives in kag.core.policy (the text-only RL environments use it too)
+# the parser lives in kag.core.agent.policy (the text-only RL environments use it too)
 parse_tool_calls = parse_tool_call_text
 
 

@@ -14,7 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import PolicyStep, new_call_id
+from kag.core.agent.policy import PolicyStep, new_call_id
 from kag.core.records import Message, ToolCall
 
 HELP = ("Type TOOL {json arguments} (e.g. read {\"path\": \"model.py\"}), 'tools' to list the tools, "

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import PolicyError, PolicyStep, new_call_id
+from kag.core.agent.policy import PolicyError, PolicyStep, new_call_id
 from kag.core.records import Message, ToolCall, Trajectory
-from kag.core.trajectory import load_trajectories
+from kag.core.agent.trajectory import load_trajectories
 
 SCRIPT_SUFFIXES = (".yaml", ".yml", ".json")
 

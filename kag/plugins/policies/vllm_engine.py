@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.policy import PolicyError, PolicyStep, messages_to_openai, step_from_tokens
+from kag.core.agent.policy import PolicyError, PolicyStep, messages_to_openai, step_from_tokens
 from kag.core.records import Message
 
 

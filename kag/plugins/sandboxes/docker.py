@@ -4,7 +4,7 @@ The agent's container gets the workspace as a bind mount (protected files mounte
 it), CPU, memory and process limits, a read-only root file system, no capabilities and no
 network. The skill scripts reach the trusted evaluator through the evaluation bridge's socket,
 mounted at /kag-bridge. No solution code runs on the host: the handle's ``build`` and
-``evaluate`` (``kag.core.sandbox.SandboxEvaluator``) run every build and evaluation the episode asks
+``evaluate`` (``kag.core.agent.sandbox.SandboxEvaluator``) run every build and evaluation the episode asks
 for, its final re-score included, in fresh build and evaluation containers (``docker_eval``
 says what is mounted there, and how the verdict comes back unforged).
 
@@ -29,10 +29,10 @@ from typing import Any, Iterator
 
 import click
 
-from kag.core import safefs
+from kag.core.trust import safefs
 from kag.core.hookspecs import hookimpl
-from kag.core.sandbox import CommandResult
-from kag.core.toolkit import PROTECTED_PATHS
+from kag.core.agent.sandbox import CommandResult
+from kag.core.agent.toolkit import PROTECTED_PATHS
 
 DEFAULT_IMAGE = "kag-sandbox:latest"
 WORKDIR = "/workspace"
@@ -199,7 +199,7 @@ class DockerSandboxHandle:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0)
 
     def build(self, solution: Any, options: Any, plugins: Any) -> Any:
-        """Compile in a build container (``kag.core.sandbox.SandboxEvaluator``)."""
+        """Compile in a build container (``kag.core.agent.sandbox.SandboxEvaluator``)."""
         return self.evaluator.build(solution, options, plugins)
 
     def evaluate(self, task: Any, solution: Any, options: Any = None, plugins: Any = None, pool: Any = None) -> Any:

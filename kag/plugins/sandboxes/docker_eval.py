@@ -15,12 +15,12 @@ episode runs in a fresh container of the sandbox image, started with the docker 
   kag's code (public software, the same on every machine of a run), so an error text quoting a
   file can quote only those; anything private a site keeps under /usr or in the Python
   installation would be readable too (narrow ``toolchain`` then).
-- **A build container** compiles with ``kag.core.build`` (no solution code runs in it; the
+- **A build container** compiles with ``kag.core.eval.build`` (no solution code runs in it; the
   compiler runs on the agent's sources there, so an ``#include`` of a host file finds nothing)
   into the episode's build cache, the only read-write mount. It is seeded per backend from a
   cache built once per sandbox from the fixed files alone, so an episode's first build does not
   recompile ``binding.cpp``.
-- **An evaluation container** runs ``kag.core.evaluate.evaluate`` (guards, build, judge, candidate,
+- **An evaluation container** runs ``kag.core.eval.evaluate.evaluate`` (guards, build, judge, candidate,
   reward) with the episode's build cache read-only (its build is all cache hits) and the
   baseline timings read-only; it writes only to its tmpfs /tmp and /dev/shm, has no network, no
   capabilities, no-new-privileges, memory, pids and (optionally) CPU limits, and with the cuda
@@ -54,8 +54,8 @@ from typing import Any
 
 import attrs
 
-from kag.core.build import BuildResult
-from kag.core.evaluate import (
+from kag.core.eval.build import BuildResult
+from kag.core.eval.evaluate import (
     EvalOptions,
     backend_device,
     guard_options,
@@ -79,7 +79,7 @@ from kag.plugins.sandboxes.docker_run import (
 
 def _finish(result: EvalResult, options: EvalOptions, plugins: Plugins, start: float) -> EvalResult:
     """Reward and total time of a verdict made here (a failed build, a container without a result)."""
-    from kag.core.evaluate import (
+    from kag.core.eval.evaluate import (
         _finish as finish,  # the same ending as every other verdict
     )
 
@@ -141,7 +141,7 @@ class EvalState:
     def record_baselines(self, task: Task, options: EvalOptions, result: EvalResult) -> None:
         """Keep the baselines a container had to time (the judge times them before any solution code
         is imported, and the verdict's channel cannot be forged), for the next evaluations."""
-        from kag.core.baseline_cache import BaselineCache, cache_key
+        from kag.core.eval.baseline_cache import BaselineCache, cache_key
 
         status = result.metadata.get("baseline_cache") or {}
         device = result.device or {}
@@ -204,8 +204,8 @@ class ContainerEvaluator:
 
     def evaluate(self, task: Task, solution: Solution, options: EvalOptions | None = None,
                  plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
-        """``kag.core.evaluate.evaluate`` in an evaluation container; never raises for the solution."""
-        from kag.core.gpu_pool import default_pool
+        """``kag.core.eval.evaluate.evaluate`` in an evaluation container; never raises for the solution."""
+        from kag.core.eval.gpu_pool import default_pool
 
         options = options or EvalOptions()
         plugins = plugins or Plugins()

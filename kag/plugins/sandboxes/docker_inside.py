@@ -3,7 +3,7 @@
 ``python -m kag.plugins.sandboxes.docker_inside`` is PID 1 of a container that
 ``docker_eval.ContainerEvaluator`` starts for one build or one evaluation. It reads one request
 line on stdin (a JSON object with a per-run secret ``token``), does the work with the ordinary
-trusted code (``kag.core.build.build_solution`` or ``kag.core.evaluate.evaluate``, whose judge
+trusted code (``kag.core.eval.build.build_solution`` or ``kag.core.eval.evaluate.evaluate``, whose judge
 then drives the candidate that imports the solution) and writes one line,
 ``KAG-RESULT <token> <json>``, on the container's stdout. The host believes only that line.
 
@@ -83,11 +83,11 @@ def do_build(request: dict[str, Any]) -> dict[str, Any]:
     """Compile into the episode's cache; no solution code runs in a build container."""
     import attrs
 
-    from kag.core.build import build_solution
+    from kag.core.eval.build import build_solution
     from kag.core.records import Solution, from_dict
 
     os.umask(0)  # the host's user (maybe not ours) must be able to delete what lands in the cache
-    os.environ["KAG_CACHE_DIR"] = CACHE_RO  # torch facts too (kag.core.build.torch_info), for later builds
+    os.environ["KAG_CACHE_DIR"] = CACHE_RO  # torch facts too (kag.core.eval.build.torch_info), for later builds
     backend = _plugins(request["plugins"]).create("backend", request["backend"])
     solution = from_dict(Solution, request["solution"])
     built = build_solution(solution, backend, Path("/tmp/kag-build"), cache_dir=Path(CACHE_RO),
@@ -119,7 +119,7 @@ def do_evaluate(request: dict[str, Any]) -> dict[str, Any]:
     """The whole trusted evaluation (guards, build from the cache, judge, candidate, reward)."""
     import attrs
 
-    from kag.core.evaluate import EvalOptions, evaluate
+    from kag.core.eval.evaluate import EvalOptions, evaluate
     from kag.core.records import Solution, Task, from_dict, to_dict
 
     cache = _private_cache()

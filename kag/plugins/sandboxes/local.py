@@ -5,7 +5,7 @@ limit (RLIMIT_AS; off by default because a CUDA context reserves far more virtua
 uses), and no network where an unprivileged network namespace (``unshare -rn``) works. Where it
 does not, the sandbox still runs and says so in ``network_isolated`` / ``isolation_notes``.
 Commands get a minimal environment (``agent_environment``): no API key of the host reaches them.
-Where the kernel has Landlock, every command runs confined (kag.core.confine_exec): it writes only
+Where the kernel has Landlock, every command runs confined (kag.core.trust.confine_exec): it writes only
 the workspace and the episode's HOME, reads the system, Python and those two folders (never kag's
 caches and key, the user's home or /proc of other processes), cannot ptrace or signal processes
 outside the sandbox, and cannot make namespaces or use io_uring (seccomp).
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kag.core.hookspecs import hookimpl
-from kag.core.sandbox import CommandResult
+from kag.core.agent.sandbox import CommandResult
 
 SHELL = ["bash", "--noprofile", "--norc"]
 
@@ -50,18 +50,18 @@ def agent_environment(home: str | Path, extra: Mapping[str, str] | None = None,
 
 
 def _landlock() -> bool:
-    from kag.core.confine import landlock_abi
+    from kag.core.trust.confine import landlock_abi
 
     return landlock_abi() > 0
 
 
 def confine_prefix(workspace: Path, home: Path) -> list[str]:
-    """The argv prefix that confines a command to the workspace and HOME (kag.core.confine_exec)."""
+    """The argv prefix that confines a command to the workspace and HOME (kag.core.trust.confine_exec)."""
     import sys
 
-    from kag.core.build import cache_root
+    from kag.core.eval.build import cache_root
 
-    return [sys.executable, "-m", "kag.core.confine_exec", "--write", str(workspace), "--write", str(home),
+    return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workspace), "--write", str(home),
             "--protect", str(cache_root()), "--seccomp", "--"]
 
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
 
 CAPTURE_HEAD = 1 << 20  # bytes kept from the start of a command's output
 CAPTURE_TAIL = 1 << 20  # bytes kept from its end (the middle is dropped and counted)

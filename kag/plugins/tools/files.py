@@ -4,7 +4,7 @@
 it read it), so a model cannot clobber code it has not seen. ``edit`` replaces one exact, unique
 string; ``multiedit`` applies several edits to one file, all or nothing. Protected files of the
 workspace contract (SKILL.md, model.py, the binding and utils/) are never written. Trusted side:
-every file is opened through the ToolContext (kag.core.safefs), so a link is refused, never followed.
+every file is opened through the ToolContext (kag.core.trust.safefs), so a link is refused, never followed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.safefs import NO_LINKS
-from kag.core.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.core.trust.safefs import NO_LINKS
+from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
 
 MAX_LINE_CHARS = 2000
 

@@ -2,7 +2,7 @@
 
 Both skip hidden directories and build caches (``.git``, ``__pycache__``, ``build``) unless the
 pattern names them, and never leave the workspace. Trusted side: they walk and read through
-kag.core.safefs, so links are skipped (and said so), never followed.
+kag.core.trust.safefs, so links are skipped (and said so), never followed.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import stat
 from pathlib import Path
 from typing import Any, Iterator
 
-from kag.core import safefs
+from kag.core.trust import safefs
 from kag.core.hookspecs import hookimpl
-from kag.core.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
 
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", "node_modules", "build", ".kag"}
 MAX_FILE_BYTES = 5 << 20

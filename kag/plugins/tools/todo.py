@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kag.core.hookspecs import hookimpl
-from kag.core.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
 
 MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 

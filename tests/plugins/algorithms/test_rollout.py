@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from kag.core.environment import Environment, StepResult, as_step_result
+from kag.core.agent.environment import Environment, StepResult, as_step_result
 from kag.core.records import Message, Trajectory, Turn
 from kag.plugins.algorithms.ppo.models import ChatFormat, critic_from_actor, token_logprobs, token_values
 from kag.plugins.algorithms.ppo.rollout import collate, run_episodes, sample_tokens, trajectory_to_sample
@@ -111,7 +111,7 @@ class _ScoredAtTheEnd(CopyDigitEnv):
     """A multi-turn environment that gives its verdict when the trainer cuts the episode short."""
 
     def truncate(self):
-        from kag.core.environment import StepResult
+        from kag.core.agent.environment import StepResult
 
         return StepResult(None, 10.0, True, {})
 

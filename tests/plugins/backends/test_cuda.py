@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.build import BuildSetupError, build_solution, torch_info
+from kag.core.eval.build import BuildSetupError, build_solution, torch_info
 from kag.core.plugins import Plugins
 from kag.core.records import Solution
 from kag.plugins.backends import cuda

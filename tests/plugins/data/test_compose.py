@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 
 from kag.core.plugins import Plugins
-from kag.core.synthesis import (DEFAULT_MIX, ComposeError, SynthesisError, allocate, parse_mix, probe_output)
+from kag.core.data.synthesis import (DEFAULT_MIX, ComposeError, SynthesisError, allocate, parse_mix, probe_output)
 from kag.core.tasks import check_task_code, load_module
 from kag.plugins.data.crawl_torch import TorchCrawler
 from kag.plugins.data.crawl_transformers import TransformersCrawler
@@ -60,7 +60,7 @@ def test_rule_composer_transformers_bucket(seeds):
 
 
 def test_rule_composer_without_seeds_of_a_kind():
-    from kag.core.synthesis import Seed, Step
+    from kag.core.data.synthesis import Seed, Step
 
     only = [Seed(id="x", op="ReLU", source="torch", family="activation", step=Step(op="ReLU", call="torch.relu({x})"),
                  rank=2, input_shape=[2, 4], code="")]

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from kag.core.records import from_dict, to_dict
-from kag.core.synthesis import Seed
+from kag.core.data.synthesis import Seed
 from kag.core.tasks import check_task_code, load_module
 from kag.plugins.data.crawl_torch import TorchCrawler
 from kag.plugins.data.crawl_transformers import TransformersCrawler

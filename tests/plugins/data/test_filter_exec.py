@@ -69,7 +69,7 @@ def test_pool_isolates_hangs_and_crashes():
 def test_device_option():
     import torch
 
-    from kag.core.synthesis import SynthesisError
+    from kag.core.data.synthesis import SynthesisError
 
     assert ExecFilter(device="auto").device == ("cuda" if torch.cuda.is_available() else "cpu")
     assert ExecFilter(device="cpu", window_ms="0.5,5").window_ms == (0.5, 5.0)

@@ -1,4 +1,4 @@
-"""Guards that judge what the candidate's calls did: a real profiler (kag.core.observe) around a
+"""Guards that judge what the candidate's calls did: a real profiler (kag.core.eval.observe) around a
 small module's calls on the CPU, then each guard's ``check_observations`` as the judge runs it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 import pytest
 import torch
 
-from kag.core.guarding import (RunInfo, compare_identities, count_poison, poison_allocator, run_observation_guards,
+from kag.core.eval.guarding import (RunInfo, compare_identities, count_poison, poison_allocator, run_observation_guards,
                                snapshot_identities)
-from kag.core.observe import CallObserver, Observations
+from kag.core.eval.observe import CallObserver, Observations
 from kag.plugins.guards.precision import PrecisionPolicy
 from kag.plugins.guards.provenance import KernelProvenance, classify_kernels
 from kag.plugins.guards.tampering import NoTampering

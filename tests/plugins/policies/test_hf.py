@@ -102,7 +102,7 @@ def test_untrained_model_runs_without_breaking(model_dir: Path):
 
 
 def test_trained_tiny_model_emits_a_parsed_tool_call(model_dir: Path, tmp_path: Path):
-    from kag.core.toolkit import ToolContext, call_tool
+    from kag.core.agent.toolkit import ToolContext, call_tool
     from kag.plugins.policies.hf import HFPolicy
     from kag.plugins.sandboxes.local import LocalSandbox
     from kag.plugins.tools.files import ReadTool

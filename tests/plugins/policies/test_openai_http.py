@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 from kag.core.plugins import Plugins
-from kag.core.policy import PolicyError
+from kag.core.agent.policy import PolicyError
 from kag.core.records import Message, ToolCall
 from kag.plugins.tools.files import ReadTool
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from kag.core.plugins import Plugins
-from kag.core.policy import PolicyError
+from kag.core.agent.policy import PolicyError
 from kag.core.records import Message
-from kag.core.trajectory import TrajectoryWriter
-from tests.core.test_trajectory import make_trajectory
+from kag.core.agent.trajectory import TrajectoryWriter
+from tests.core.agent.test_trajectory import make_trajectory
 
 SCRIPT = """
 - tool: read

@@ -92,7 +92,7 @@ def test_policy_returns_token_ids_and_logprobs_matching_transformers(tiny_dir):
 
 def test_policy_is_registered_and_explains_bad_model(tmp_path):
     from kag.core.plugins import Plugins
-    from kag.core.policy import PolicyError
+    from kag.core.agent.policy import PolicyError
 
     plugins = Plugins(load_entrypoints=False)
     assert "vllm" in plugins.names("policy")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kag.core.bridge import BridgeReply, EvalBridge
+from kag.core.agent.bridge import BridgeReply, EvalBridge
 from kag.plugins.sandboxes.docker import DockerSandbox, docker_problem
 
 pytestmark = pytest.mark.docker

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.agent import Agent, AgentConfig
-from kag.core.evaluate import EvalOptions
+from kag.core.agent.loop import Agent, AgentConfig
+from kag.core.eval.evaluate import EvalOptions
 from kag.core.plugins import Plugins
 from kag.core.records import Solution, Task, to_json
-from kag.core.trajectory import TrajectoryWriter
+from kag.core.agent.trajectory import TrajectoryWriter
 from kag.plugins.sandboxes.docker import DockerSandbox, docker_problem
 
 pytestmark = pytest.mark.docker

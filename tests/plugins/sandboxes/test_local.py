@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kag.core.plugins import Plugins
-from kag.core.sandbox import SandboxHandle
+from kag.core.agent.sandbox import SandboxHandle
 from kag.plugins.sandboxes.local import ENV_NAMES, ENV_PREFIXES, LocalSandbox, network_namespace_problem
 
 
@@ -118,14 +118,14 @@ def test_agent_commands_get_only_the_allow_listed_environment(monkeypatch, tmp_p
     assert not home.exists()
 
 
-@pytest.mark.skipif(__import__("kag.core.confine", fromlist=["x"]).landlock_abi() == 0,
+@pytest.mark.skipif(__import__("kag.core.trust.confine", fromlist=["x"]).landlock_abi() == 0,
                     reason="commands are confined with Landlock, which this kernel lacks")
 def test_agent_commands_write_only_the_workspace_and_never_reach_kags_caches(tmp_path):
     """As an agent's bash would try it: rewrite the baseline cache, read the evaluator's key, plant a
     file outside the workspace, read another process's memory; only the workspace and HOME are
     writable."""
-    from kag.core import integrity
-    from kag.core.build import cache_root
+    from kag.core.trust import integrity
+    from kag.core.eval.build import cache_root
 
     cache = cache_root()
     integrity.load_key(cache)

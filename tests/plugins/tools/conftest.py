@@ -8,7 +8,7 @@ from typing import Iterator
 import pytest
 
 from kag.core.plugins import Plugins
-from kag.core.toolkit import ToolContext, build_tools
+from kag.core.agent.toolkit import ToolContext, build_tools
 from kag.plugins.sandboxes.local import LocalSandbox
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from kag.core.records import ToolCall
-from kag.core.toolkit import call_tool
+from kag.core.agent.toolkit import call_tool
 
 
 def test_read_numbers_lines_and_honours_ranges(ctx, tools):

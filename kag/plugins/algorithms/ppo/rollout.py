@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import attrs
 import torch
 
-from kag.core.environment import as_step_result
+from kag.core.agent.environment import as_step_result
 from kag.core.records import Message, Trajectory, Turn
 from kag.plugins.algorithms.ppo.models import ChatFormat, position_ids
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kag.core.records import Trajectory, append_jsonl, read_jsonl
-from kag.core.trajectory import load_trajectories
+from kag.core.agent.trajectory import load_trajectories
 from kag.plugins.algorithms.ppo.base import Stage
 from kag.plugins.algorithms.ppo.gae import masked_mean
 from kag.plugins.algorithms.ppo.losses import agg_loss

@@ -1,0 +1,1 @@
+"""One agent episode: workspace, sandbox, tools, policy, the evaluation bridge and the trajectory."""

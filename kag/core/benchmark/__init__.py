@@ -1,0 +1,1 @@
+"""``kag eval``: many episodes over a dataset, resumable, and the paper's table."""

@@ -1,0 +1,1 @@
+"""The ``kag data`` pipeline's shared records and its resumable stages."""

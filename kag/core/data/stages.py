@@ -1,0 +1,229 @@
+"""The stages of ``kag data``: each reads the previous stage's file, writes its own, and resumes.
+
+A stage marked complete in ``manifest.json`` with the same parameters is skipped; an unfinished
+one keeps the records it already wrote and does only the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from kag.core.plugins import Plugins
+from kag.core.records import append_jsonl, from_dict, read_jsonl
+from kag.core.data.synthesis import ComposedTask, ComposeError, Manifest, Seed, SynthesisError, allocate, count_reasons
+
+FILES = {"crawl": "seeds.jsonl", "compose": "composed.jsonl", "filter": "filtered.jsonl",
+         "decontam": "clean.jsonl", "output": "data.parquet"}
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool = True) -> Iterator[Any]:
+    """A rich progress display (or a stand-in that does nothing when disabled)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not enabled:
+        class _Quiet:
+            def add_task(self, *a: Any, **k: Any) -> int:
+                return 0
+
+            def update(self, *a: Any, **k: Any) -> None:
+                pass
+
+            def advance(self, *a: Any, **k: Any) -> None:
+                pass
+        yield _Quiet()
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[note]}")) as bar:
+        yield bar
+
+
+def _check_params(manifest: Manifest, stage: str, params: dict[str, Any]) -> bool:
+    """True when the stage is already done with these parameters; an error when done with others."""
+    if manifest.is_complete(stage, params):
+        return True
+    st = manifest.data["stages"].get(stage, {})
+    if st.get("complete"):
+        raise SynthesisError(f"{manifest.path}: stage {stage} was finished with other parameters "
+                             f"({st.get('params')}); use a new --out folder or delete {FILES[stage]} and its "
+                             f"manifest entry to redo it")
+    return False
+
+
+def _rewrite(path: Path, records: list[Any]) -> None:
+    """A stage's file written afresh, line by line (``append_jsonl``)."""
+    path.unlink(missing_ok=True)
+    append_jsonl(path, *records)
+
+
+def load_seeds(path: Path) -> list[Seed]:
+    if not path.exists():
+        raise SynthesisError(f"{path} does not exist; run `kag data crawl --out {path.parent}` first")
+    return [from_dict(Seed, r) for r in read_jsonl(path)]
+
+
+def crawl(plugins: Plugins, out: Path, manifest: Manifest, crawlers: list[str], bar: Any,
+          options: dict[str, dict[str, Any]] | None = None) -> list[Seed]:
+    """``options``: per crawler name, its constructor options (kag.toml ``[crawlers.NAME]``)."""
+    options = {name: dict((options or {}).get(name, {})) for name in crawlers}
+    params = {"crawlers": crawlers, "options": options}
+    if _check_params(manifest, "crawl", params) and out.exists():
+        return load_seeds(out)
+    start, seeds, report = time.perf_counter(), [], {}
+    task = bar.add_task("crawl", total=len(crawlers), note="")
+    for name in crawlers:
+        bar.update(task, note=name)
+        result = plugins.create("crawler", name, **options[name]).crawl()
+        seeds += result.seeds
+        report[name] = {"found": result.found, "instantiated": len(result.seeds), "failed": len(result.failed),
+                        "skipped": len(result.skipped), "failed_reasons": count_reasons(result.failed.values()),
+                        "skipped_reasons": count_reasons(result.skipped.values()),
+                        "failures": result.failed, "skips": result.skipped}
+        bar.advance(task)
+    _rewrite(out, seeds)
+    manifest.update("crawl", complete=True, params=params, file=out.name, seeds=len(seeds), crawlers=report,
+                    elapsed_s=round(time.perf_counter() - start, 2))
+    return seeds
+
+
+def compose(plugins: Plugins, seeds: list[Seed], out: Path, manifest: Manifest, composer_name: str,
+            composer_opts: dict[str, Any], n: int, mix: dict[str, float], seed: int, bar: Any,
+            retries: int = 3) -> list[dict[str, Any]]:
+    have_tf = any(s.source.startswith("transformers") for s in seeds)
+    dropped_buckets = [b for b in mix if b == "transformers" and not have_tf and mix[b] > 0]
+    if dropped_buckets:  # no transformers seeds (not installed): spread its share over the torch buckets
+        rest = {b: w for b, w in mix.items() if b not in dropped_buckets}
+        if not sum(rest.values()):
+            raise SynthesisError("the mix asks only for transformers tasks but no transformers seeds were crawled")
+        mix = {b: w / sum(rest.values()) for b, w in rest.items()}
+    composer = plugins.create("composer", composer_name, **composer_opts)
+    params = {"composer": composer_name, "composer_params": composer.params(), "n": n, "mix": mix, "seed": seed}
+    if _check_params(manifest, "compose", params) and out.exists():
+        return read_jsonl(out)
+    start = time.perf_counter()
+    rejects_path = out.with_name("compose_rejects.jsonl")
+    done = {r["id"]: r for r in read_jsonl(out)}
+    slots_done = {r["slot"] for r in read_jsonl(rejects_path) if r.get("final")} | {r["made_by"]["slot"] for r in done.values()}
+    seen = {r["code"] for r in done.values()}
+    buckets = allocate(n, mix)
+    task = bar.add_task(f"compose ({composer_name})", total=n, completed=len(slots_done), note="")
+    append_jsonl(out)  # the stage's files exist even when it writes nothing
+    append_jsonl(rejects_path)
+    for slot, bucket in enumerate(buckets):
+        if slot in slots_done:
+            continue
+        for attempt in range(retries):
+            index = slot + attempt * n
+            try:
+                cand: ComposedTask = composer.compose(seeds, bucket, index, seed)
+                if cand.code in seen:
+                    raise ComposeError("duplicate of an earlier task")
+            except ComposeError as exc:
+                append_jsonl(rejects_path, {"slot": slot, "bucket": bucket, "attempt": attempt,
+                                            "reason": str(exc), "final": attempt == retries - 1})
+                continue
+            cand.made_by["slot"] = slot
+            seen.add(cand.code)
+            append_jsonl(out, cand)
+            break
+        bar.advance(task)
+    records = read_jsonl(out)
+    rejects = read_jsonl(rejects_path)
+    manifest.update("compose", complete=True, params=params, file=out.name, requested=n, composed=len(records),
+                    mix_note="transformers share moved to torch buckets: no transformers seeds" if dropped_buckets else None,
+                    slots_failed=sum(1 for r in rejects if r.get("final")),
+                    attempt_reasons=count_reasons(r["reason"] for r in rejects),
+                    per_source=count_reasons(r["data_source"] for r in records),
+                    elapsed_s=round(time.perf_counter() - start, 2))
+    return records
+
+
+def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, manifest: Manifest,
+                filter_opts: dict[str, Any], bar: Any) -> list[dict[str, Any]]:
+    filt = plugins.create("filter", "exec", **filter_opts)
+    params = {k: v for k, v in filt.params().items() if k != "workers"}
+    if _check_params(manifest, "filter", params) and out.exists():
+        return read_jsonl(out)
+    rejects_path = out.with_name("filter_rejects.jsonl")
+    decided = {r["id"] for r in read_jsonl(out)} | {r["id"] for r in read_jsonl(rejects_path)}
+    todo = [c for c in candidates if c["id"] not in decided]
+    by_id = {c["id"]: c for c in candidates}
+    task = bar.add_task(f"filter ({filt.device} x{len(filt.slots)})", total=len(candidates),
+                        completed=len(candidates) - len(todo), note="")
+    prev = manifest.stage("filter")
+    prev_checked, prev_s = (prev.get("checked", 0), prev.get("elapsed_s", 0.0)) if todo != candidates else (0, 0.0)
+    start, checked = time.perf_counter(), 0
+
+    def record(**extra: Any) -> None:
+        elapsed = prev_s + time.perf_counter() - start
+        rejects = read_jsonl(rejects_path)
+        manifest.update("filter", params=params, workers=len(filt.slots), file=out.name, candidates=len(candidates),
+                        kept=len(read_jsonl(out)), rejected=len(rejects),
+                        reasons=count_reasons(r["reason"] for r in rejects), checked=prev_checked + checked,
+                        elapsed_s=round(elapsed, 2),
+                        throughput_tasks_per_min=round((prev_checked + checked) / elapsed * 60, 2) if elapsed else None,
+                        **extra)
+
+    append_jsonl(out)  # the stage's files exist even when it writes nothing
+    append_jsonl(rejects_path)
+    for key, verdict in filt.run([(c["id"], c["code"]) for c in todo]):
+        checked += 1
+        rec = by_id[key]
+        if verdict["ok"]:
+            append_jsonl(out, {**rec, "filter": verdict})
+        else:
+            append_jsonl(rejects_path, {"id": key, "ops": rec["ops"], "data_source": rec["data_source"], **verdict})
+        bar.update(task, note=f"{checked / (time.perf_counter() - start) * 60:.1f} tasks/min")
+        bar.advance(task)
+        if checked % 10 == 0:
+            record(complete=False)
+    record(complete=True)
+    records = read_jsonl(out)
+    return records
+
+
+def decontaminate(plugins: Plugins, tasks: list[dict[str, Any]], out: Path, manifest: Manifest,
+                  reference: list[tuple[str, str]] | None, against: str | None, threshold: float,
+                  bar: Any) -> list[dict[str, Any]]:
+    params = {"against": against, "threshold": threshold}
+    if _check_params(manifest, "decontam", params) and out.exists():
+        return read_jsonl(out)
+    start = time.perf_counter()
+    dec = plugins.create("filter", "decontam", threshold=threshold)
+    dec.add_reference(reference or [])
+    task = bar.add_task("decontam", total=len(tasks), note=f"{len(dec.reference)} reference tasks")
+    kept, dropped, scores = [], [], []
+    for rec in tasks:
+        score, match = dec.score(rec["code"]) if dec.reference else (0.0, None)
+        scores.append(score)
+        rec = {**rec, "decontam": {"similarity": round(score, 4), "closest": match}}
+        (kept if dec.keep(score) else dropped).append(rec)
+        bar.advance(task)
+    _rewrite(out, kept)
+    _rewrite(out.with_name("decontam_rejects.jsonl"),
+             [{"id": rec["id"], "ops": rec["ops"], "reason": "similar_to_benchmark", **rec["decontam"]}
+              for rec in dropped])
+    dec.write_report(scores, out.parent, {"against": against})
+    manifest.update("decontam", complete=True, params=params, file=out.name, checked=len(tasks), kept=len(kept),
+                    reasons={"similar_to_benchmark": len(dropped)} if dropped else {},
+                    reference_tasks=len(dec.reference), skipped=None if dec.reference else "no --against given",
+                    elapsed_s=round(time.perf_counter() - start, 2))
+    return kept
+
+
+def write_output(tasks: list[dict[str, Any]], out: Path, manifest: Manifest) -> Path:
+    """``data.parquet`` in the Ops-6K schema: code, ops (list of names), data_source."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"code": [t["code"] for t in tasks], "ops": [list(t["ops"]) for t in tasks],
+                      "data_source": [t["data_source"] for t in tasks]})
+    tmp = out.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(out)
+    manifest.update("output", complete=True, file=out.name, rows=len(tasks),
+                    per_source=count_reasons(t["data_source"] for t in tasks))
+    return out

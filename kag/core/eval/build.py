@@ -1,0 +1,430 @@
+"""Compile a solution into the ``cuda_extension`` module, one cached object per source file.
+
+Backend plugins (cuda, cpu) say which compiler and flags each file needs (the ``Backend``
+Protocol of kag.core.contracts); this module owns the rest: content hashing, the object cache,
+parallel compiles with timeouts, linking, and trimming compiler output to the lines an agent can
+act on. An unchanged file is never compiled twice, and the fixed ``binding.cpp`` object is shared
+by every solution built with the same toolchain.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kag.core.trust import integrity
+from kag.core.contracts import Backend  # the contract; re-exported from here for old imports
+from kag.core.records import Solution
+from kag.core.agent.workspace import BINDING_FILES, skill_dir
+
+MODULE_NAME = "cuda_extension"
+HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inl", ".inc")
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+MAX_LOG_LINES = 60
+
+
+class BuildSetupError(Exception):
+    """The toolchain cannot build this solution at all (missing compiler, CPU-only torch, ...)."""
+
+
+@attrs.define
+class BuildResult:
+    """The outcome of one build; ``module_dir`` holds ``cuda_extension*.so`` when ``ok``."""
+
+    ok: bool
+    module_dir: str | None
+    log: str
+    seconds: float
+    compiled: list[str] = attrs.field(factory=list)
+    cached: list[str] = attrs.field(factory=list)
+    failed: list[str] = attrs.field(factory=list)
+    warnings: list[str] = attrs.field(factory=list)  # cache entries that failed their integrity check
+
+
+# ---------------------------------------------------------------------------------------------
+# the cache and torch facts
+def cache_root(cache_dir: Path | str | None = None) -> Path:
+    """``cache_dir``, else ``$KAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/kag`` (``~/.cache/kag``)."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get("KAG_CACHE_DIR"):
+        return Path(os.environ["KAG_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kag"
+
+
+@attrs.frozen
+class TorchInfo:
+    """What compiling against the installed torch needs; cached on disk so builds skip ``import torch``."""
+
+    version: str
+    cuda: str | None
+    torch_dir: str
+    include_paths: list[str]
+    library_paths: list[str]
+    python_include: str
+    cxx11_abi: int
+    cxx_std: str
+    extra_defines: list[str]
+
+    def compile_flags(self) -> list[str]:
+        flags = [f"-std={self.cxx_std}", f"-D_GLIBCXX_USE_CXX11_ABI={self.cxx11_abi}",
+                 f"-DTORCH_EXTENSION_NAME={MODULE_NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H",
+                 *self.extra_defines]
+        flags += [f"-isystem{p}" for p in self.include_paths] + [f"-isystem{self.python_include}"]
+        return flags
+
+    def link_flags(self) -> list[str]:
+        out: list[str] = []
+        for p in self.library_paths:
+            out += [f"-L{p}", f"-Wl,-rpath,{p}"]
+        return out
+
+
+def _probe_torch() -> dict[str, Any]:
+    import torch
+    import torch.utils.cpp_extension as cpp_ext
+
+    text = Path(cpp_ext.__file__).read_text(encoding="utf-8")
+    extra: list[str] = []
+    abi_flags = getattr(cpp_ext, "_get_pybind11_abi_build_flags", None)
+    if abi_flags is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            extra = [f.replace('\\"', '"') for f in abi_flags()]
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "torch_dir": str(Path(torch.__file__).parent),
+        "include_paths": list(cpp_ext.include_paths()),
+        "library_paths": list(cpp_ext.library_paths()),
+        "python_include": sysconfig.get_paths()["include"],
+        "cxx11_abi": int(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "cxx_std": "c++20" if "-std=c++20" in text else "c++17",
+        "extra_defines": extra,
+    }
+
+
+def cache_key_material(cache: Path) -> bytes:
+    """The cache's HMAC key; a cache whose key cannot be kept private is a setup error."""
+    try:
+        return integrity.load_key(cache)
+    except (integrity.IntegrityError, OSError) as exc:
+        raise BuildSetupError(f"build cache {cache}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def torch_info(cache_dir: str | None = None) -> TorchInfo:
+    """Facts about the installed torch, keyed on its location and version file (a signed record:
+    its include and library paths go into every compile and link)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise BuildSetupError("torch is not installed; `pip install torch` to build solutions")
+    torch_dir = Path(spec.origin).parent
+    stamp = (torch_dir / "version.py").read_bytes() if (torch_dir / "version.py").exists() else b""
+    key = hashlib.sha256(str(torch_dir).encode() + stamp + sys.version.encode()).hexdigest()[:20]
+    root = cache_root(cache_dir)
+    store = integrity.SignedStore(root / "toolchain", "toolchain", cache_key_material(root))
+    name = f"torch-{key}.json"
+    data = store.read(name)
+    if data is not None:
+        try:
+            return TorchInfo(**json.loads(data))
+        except (ValueError, TypeError):
+            pass
+    probed = _probe_torch()
+    store.write(name, json.dumps(probed, indent=1).encode())
+    return TorchInfo(**probed)
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(tool: str) -> str:
+    """``TOOL --version`` (compilers), part of every object's cache key."""
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildSetupError(f"cannot run {tool!r}: {exc}; install it or put it on PATH") from None
+    if out.returncode != 0:
+        raise BuildSetupError(f"{tool} --version failed: {out.stderr.strip()[:200]}")
+    return f"{shutil.which(tool) or tool}: {' '.join(out.stdout.split())}"
+
+
+# ---------------------------------------------------------------------------------------------
+# compiler output
+_ERROR_RE = re.compile(r"(^\S[^:\s]*:\d+(:\d+)?:\s*(fatal )?error\b)|(^\S+\(\d+\): (catastrophic )?error\b)"
+                       r"|undefined reference|cannot find -l|ld returned|\berror:", re.IGNORECASE)
+_CONTEXT_RE = re.compile(r"^\s+(\d+\s*\|| *\||\S)")
+
+
+def trim_compiler_output(text: str, src_root: Path | str | None = None,
+                         max_lines: int = MAX_LOG_LINES) -> str:
+    """Keep error lines (file:line: message) and their source snippet; paths relative to the workspace."""
+    if src_root is not None:
+        text = text.replace(str(src_root).rstrip("/") + "/", "")
+    try:
+        text = text.replace(torch_info().torch_dir + "/", "<torch>/")
+    except BuildSetupError:
+        pass
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    kept: list[str] = []
+    context = 0
+    for ln in lines:
+        if _ERROR_RE.search(ln):
+            kept.append(ln)
+            context = 3
+        elif context and _CONTEXT_RE.match(ln) and "note:" not in ln and "warning" not in ln:
+            kept.append(ln)
+            context -= 1
+        else:
+            context = 0
+    return _cap(kept or lines[-max_lines:], max_lines)
+
+
+def _cap(lines: list[str], max_lines: int = MAX_LOG_LINES) -> str:
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines cut)"]
+    return "\n".join(lines)
+
+
+def _unique() -> str:
+    """A temp-file tag unique across processes AND threads (evaluations build concurrently)."""
+    return f"{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}"
+
+
+def confined(cmd: list[str], workdir: Path, cache: Path) -> list[str]:
+    """``cmd`` run under kag.core.trust.confine_exec: it reads the system and the toolchain, reads and
+    writes ``workdir``, and never reaches ``cache`` (the evaluator's key and signed entries)."""
+    return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workdir), "--protect", str(cache),
+            "--", *cmd]
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run a compiler; on timeout kill its whole process group (nvcc spawns cicc, ptxas)."""
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        return 127, f"{cmd[0]}: cannot run: {exc}"
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return -1, f"timed out after {timeout_s:g} s"
+
+
+def tool_env(workdir: Path) -> dict[str, str]:
+    """The compilers' environment: the machine's minimal one, temp files in the build folder."""
+    from kag.core.trust.isolation import minimal_env
+
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    keep = {k: os.environ[k] for k in ("CXX", "CC", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS") if k in os.environ}
+    return minimal_env({**keep, "TMPDIR": str(tmp), "HOME": str(tmp)})
+
+
+# ---------------------------------------------------------------------------------------------
+# the build
+@attrs.define
+class _Unit:
+    rel: str  # path shown to the agent, relative to the workspace
+    kind: str
+    inputs: dict[str, str] = attrs.field(factory=dict)  # the solution files its compile may read
+    key: str = ""
+    command: list[str] = attrs.field(factory=list)
+
+    @property
+    def obj(self) -> str:
+        return f"{self.key}.o"
+
+
+def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
+    """Keys are paths under kernels/ (``foo.cu``); a ``kernels/`` prefix is accepted and dropped."""
+    out: dict[str, str] = {}
+    for name, text in kernels.items():
+        rel = name[len("kernels/"):] if name.startswith("kernels/") else name
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts:
+            raise BuildSetupError(f"kernels/{rel}: a kernel file must be a relative path inside kernels/")
+        out[rel] = text
+    return out
+
+
+def unit_inputs(rel: str, kernels: dict[str, str]) -> dict[str, str]:
+    """The files of kernels/ that compiling ``rel`` may read: itself, every header, and any other
+    file whose name appears in one of those (``#include "common.cu"``), transitively. Only these
+    are in its compile tree and its cache key, so the key covers everything the compile can read
+    from the solution (an include spelled by macros names no file and finds none)."""
+    chosen = {rel} | {r for r in kernels if r.endswith(HEADER_SUFFIXES)}
+    rest = sorted(set(kernels) - chosen)
+    while rest:
+        text = "\n".join(kernels[r] for r in chosen)
+        named = [r for r in rest if Path(r).name in text]
+        if not named:
+            break
+        chosen.update(named)
+        rest = [r for r in rest if r not in chosen]
+    return {r: kernels[r] for r in sorted(chosen)}
+
+
+def _write_tree(src_root: Path, kernels: dict[str, str], fixed: dict[str, bytes]) -> None:
+    if src_root.exists():
+        shutil.rmtree(src_root)
+    (src_root / "kernels").mkdir(parents=True)
+    for name, data in fixed.items():
+        (src_root / name).write_bytes(data)
+    for rel, text in kernels.items():
+        dest = src_root / "kernels" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+
+
+def _key(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()[:32]
+
+
+def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
+                   cache_dir: Path | None = None, jobs: int | None = None,
+                   timeout_s: float = 180) -> BuildResult:
+    """Compile ``solution`` with ``backend`` into ``out_dir/cuda_extension<EXT_SUFFIX>``.
+
+    Never raises for a bad solution: compile errors, a wrong file type or a missing toolchain
+    come back as ``BuildResult(ok=False)`` with a short log.
+    """
+    start = time.perf_counter()
+    out_dir = Path(out_dir).resolve()
+    module_path = out_dir / f"{MODULE_NAME}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    for stale in out_dir.glob(f"{MODULE_NAME}*"):  # a failed build must not leave an old module
+        stale.unlink()
+    try:
+        return _build(solution, backend, out_dir, module_path, cache_root(cache_dir).resolve(),
+                      jobs or os.cpu_count() or 1, timeout_s, start)
+    except BuildSetupError as exc:
+        return BuildResult(False, None, str(exc), time.perf_counter() - start)
+
+
+def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,
+           jobs: int, timeout_s: float, start: float) -> BuildResult:
+    kernels = _normalise_kernels(solution.kernels)
+    fixed = {name: (skill_dir() / name).read_bytes() for name in BINDING_FILES}
+    src_root, staged = out_dir / "src", out_dir / "objects"
+    for folder in (src_root, staged):
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+    toolchain = backend.toolchain_id()
+    mac_key = cache_key_material(cache)
+    objects = integrity.SignedStore(cache / "objects", "object", mac_key)
+    modules = integrity.SignedStore(cache / "modules", "module", mac_key)
+    units = [_Unit("binding.cpp", "binding")]
+    for rel in sorted(kernels):
+        if rel.endswith(SOURCE_SUFFIXES):
+            units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}"), unit_inputs(rel, kernels)))
+    for unit in units:
+        unit.command = backend.compile_command(unit.kind, unit.rel, "{obj}")
+        unit.key = _key(toolchain, unit.kind, "\0".join(unit.command), *fixed.values(),
+                        *[f"{rel}\0{text}" for rel, text in unit.inputs.items()])
+    sources_text = "\n".join(kernels.values())
+    link_error = None
+    try:
+        link_cmd = backend.link_command(["{obj%d}" % i for i in range(len(units))], "{out}", sources_text)
+        linked_name = _key(toolchain, "\0".join(link_cmd), *[u.key for u in units]) + module_path.suffix
+    except BuildSetupError as exc:  # reported after any compile errors
+        link_error, link_cmd, linked_name = str(exc), [], ""
+
+    def done(ok: bool, log: str, **lists: list[str]) -> BuildResult:
+        warnings = [f"warning: the cached {name} failed its integrity check; ignored and rebuilt"
+                    for name in objects.rejected + modules.rejected]
+        log = "\n".join(filter(None, [log, *warnings]))
+        return BuildResult(ok, str(out_dir) if ok else None, log, time.perf_counter() - start,
+                           warnings=warnings, **lists)
+
+    module = modules.read(linked_name) if linked_name else None
+    if module is not None:  # the whole module is cached: no object is needed
+        _install(module, module_path)
+        return done(True, "", cached=[u.rel for u in units])
+
+    todo: list[_Unit] = []
+    cached: list[str] = []
+    for unit in units:
+        data = objects.read(unit.obj)
+        if data is None:
+            todo.append(unit)
+        else:  # the verified bytes, not the cache's file, go to the linker
+            (staged / unit.obj).write_bytes(data)
+            cached.append(unit.rel)
+
+    def compile_one(index: int, unit: _Unit) -> tuple[_Unit, int, str]:
+        tree = src_root / f"unit{index}"
+        _write_tree(tree, unit.inputs, fixed)
+        obj = staged / unit.obj
+        rc, out = _run(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir, cache),
+                       tree, timeout_s, env=tool_env(out_dir))
+        if rc == 0 and obj.exists():
+            objects.write(unit.obj, obj.read_bytes())
+        else:
+            obj.unlink(missing_ok=True)
+            out = trim_compiler_output(out, tree) if rc != -1 else out
+        return unit, rc, out
+
+    failures: list[tuple[str, str]] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
+        for unit, rc, out in pool.map(compile_one, range(len(todo)), todo):
+            if rc == -1:
+                failures.append((unit.rel, f"{unit.rel}: error: compile {out} (the limit per file; "
+                                           f"EvalOptions.timeouts.build_s, `kag score --build-timeout`); "
+                                           f"simplify the file or split it"))
+            elif rc != 0:
+                failures.append((unit.rel, out))
+    compiled = [u.rel for u in todo]
+    if failures:
+        lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failures)
+        return done(False, _cap(lines.splitlines()), compiled=[c for c in compiled if c not in dict(failures)],
+                    cached=cached, failed=[rel for rel, _ in failures])
+    if link_error is not None:
+        return done(False, link_error, compiled=compiled, cached=cached)
+
+    tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
+    subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
+    rc, out = _run(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, timeout_s,
+                   env=tool_env(out_dir))
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
+        return done(False, "link failed:\n" + msg, compiled=compiled, cached=cached)
+    module = tmp.read_bytes()
+    tmp.unlink()
+    modules.write(linked_name, module)
+    _install(module, module_path)
+    return done(True, "", compiled=compiled, cached=cached)
+
+
+def _install(module: bytes, module_path: Path) -> None:
+    """Write the (verified or freshly linked) module's bytes as ``cuda_extension*.so``."""
+    module_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = module_path.with_name(f".{module_path.name}.{_unique()}")
+    tmp.write_bytes(module)
+    os.replace(tmp, module_path)

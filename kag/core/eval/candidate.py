@@ -1,0 +1,438 @@
+"""The untrusted side: the harness of the candidate process, around one ``ModelNew``.
+
+The judge forks this process, confines it (kag.core.trust.confine: no capabilities, Landlock, seccomp,
+its own PID and network namespaces where the machine allows) and drives it. Nothing it says is
+believed: it never sees reference outputs or the seed, it never times itself for the verdict (the
+judge's clock does, kag.core.eval.judge_timing), and the judge stops it (SIGSTOP) whenever it is not
+inside a window the judge measures. What it reports (outputs, observations) is checked or used
+only as a policy signal.
+
+Protocol. The judge rings a doorbell (an 8-byte word on the ``go`` pipe: op in the low byte, an
+argument above it); the candidate answers on the ``done`` pipe (the same word) or, for messages,
+on the control channel:
+- ``OP_CALL i``: run forward on the input buffer, synchronise the device, ring done. Every call,
+  checked or timed, is this same path.
+- ``OP_NULL i``: the same path with nothing to run but, on a GPU, one one-element kernel of the
+  harness's (the judge's calibration, before model_new.py exists in this process): any call that
+  leaves an output on the GPU has the GPU switch from the judge's context to this one and back,
+  and that switch is part of the path, not of the solution's time.
+- ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler,
+  seccomp), ``dummy`` (outputs to calibrate ``post`` with), ``reference`` / ``drop`` (the task's
+  Model as what a call runs, to calibrate the path with; then gone), ``spec`` (import model_new, build
+  ModelNew), ``state`` (reference weights, as bytes), ``buffers`` (allocate the inputs and share
+  them with the judge, which fills them), ``observe`` (start the profiler), ``post`` (hand over the
+  last call's output), ``finish`` (stop the profiler, report), ``exit``.
+Any failure -> ``("error", kind, message)``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import struct
+import sys
+import time
+from typing import Any
+
+from kag.core.trace import mark
+
+OP_CALL, OP_NULL, OP_MSG = 1, 2, 3
+WORD = struct.Struct("<Q")
+COUNT = struct.Struct("<I")
+EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory
+SPIN_S = 0.002  # how long to poll the doorbell before sleeping on it
+
+
+def extents(out: Any, on_cpu: bool) -> bytes:
+    """The done message's tail: where each output tensor's bytes are (CPU, contiguous), so the
+    judge reads them from this stopped process instead of asking it for them later."""
+    from kag.core.eval.guarding import iter_tensors
+
+    found = []
+    if on_cpu:
+        for t in iter_tensors(out):
+            ok = t.device.type == "cpu" and t.is_contiguous()
+            found.append(EXTENT.pack(t.data_ptr() if ok else 0, t.numel() * t.element_size() if ok else 0))
+    return COUNT.pack(len(found)) + b"".join(found)
+
+
+def _task_and_init_inputs(spec: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The task module's namespace and its ``get_init_inputs()``, seeded as the judge seeds them."""
+    import torch
+
+    from kag.core.tasks import load_module
+
+    ns = load_module(spec["task_code"], spec["task_path"])
+    torch.manual_seed(spec["init_seed"])
+    return ns, ns["get_init_inputs"]()
+
+
+def pack(op: int, arg: int = 0) -> bytes:
+    return WORD.pack(op | (arg << 8))
+
+
+def unpack(data: bytes) -> tuple[int, int]:
+    word = WORD.unpack(data)[0]
+    return word & 0xFF, word >> 8
+
+
+def classify_exception(exc: BaseException) -> str:
+    """error_kind for an exception raised by solution code."""
+    import torch
+
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text.lower():
+        return "oom"
+    if "CUDA error" in text or "cudaError" in text or type(exc).__name__ == "AcceleratorError" \
+            or "illegal memory access" in text:
+        return "cuda_error"
+    return "exception"
+
+
+def _import_model_new(path: str, module_dir: str | None) -> Any:
+    if module_dir:
+        sys.path.insert(0, module_dir)
+    sys.path.insert(0, os.path.dirname(path))
+    spec = importlib.util.spec_from_file_location("model_new", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model_new"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    """``n`` bytes from ``fd``: polled for SPIN_S (the judge rings right after resuming us), then
+    blocking."""
+    data = b""
+    deadline = time.perf_counter() + SPIN_S
+    os.set_blocking(fd, False)
+    while len(data) < n:
+        try:
+            chunk = os.read(fd, n - len(data))
+        except BlockingIOError:
+            if time.perf_counter() > deadline:
+                os.set_blocking(fd, True)
+            continue
+        if not chunk:
+            raise EOFError("the judge closed the doorbell")
+        data += chunk
+    return data
+
+
+def output_descr(obj: Any) -> Any:
+    """Plain data describing an output tree (to allocate calibration outputs like it)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return {"shape": list(obj.shape), "dtype": str(obj.dtype).replace("torch.", ""), "device": str(obj.device)}
+    if isinstance(obj, (list, tuple)):
+        return {"seq": type(obj).__name__, "items": [output_descr(x) for x in obj]}
+    if isinstance(obj, dict):
+        return {"dict": {str(k): output_descr(v) for k, v in obj.items()}}
+    return {"value": obj if isinstance(obj, (int, float, bool, str, type(None))) else repr(obj)}
+
+
+def allocate(descr: Any, fill: bool = True) -> Any:
+    """Tensors shaped as ``descr`` (from ``output_descr`` or the judge's input description)."""
+    import torch
+
+    if "shape" in descr:
+        dtype = getattr(torch, descr["dtype"])
+        t = torch.empty_strided(descr["shape"], descr.get("stride") or _contiguous(descr["shape"]), dtype=dtype,
+                                device=descr["device"])
+        if fill and t.numel():
+            t.zero_()
+        return t
+    if "seq" in descr:
+        items = [allocate(d, fill) for d in descr["items"]]
+        return tuple(items) if descr["seq"] == "tuple" else items
+    if "dict" in descr:
+        return {k: allocate(v, fill) for k, v in descr["dict"].items()}
+    return descr["value"]
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    stride, acc = [], 1
+    for dim in reversed(shape):
+        stride.append(acc)
+        acc *= max(dim, 1)
+    return list(reversed(stride))
+
+
+class Harness:
+    """The candidate's side of the protocol. Timer, sync and doorbell references are taken before
+    model_new is imported; nothing here is trusted by the judge."""
+
+    def __init__(self, ctrl: Any, go_fd: int, done_fd: int, layers: list[str] | None = None) -> None:
+        from kag.core.eval.channel import dumps
+
+        self.layers = list(layers or [])  # confinement applied at fork (reported in prepare)
+        self.clock = time.perf_counter
+        self.ctrl, self.go_fd, self.done_fd = ctrl, go_fd, done_fd
+        self.dumps = dumps
+        self.device = "cpu"
+        self.synchronize = lambda: None
+        self.forward: Any = None
+        self.inputs: list[Any] = []
+        self.last: Any = None
+        self.observer: Any = None
+        self.observations: Any = None  # the counts of the sessions that ended
+        self.snapshot: dict[str, Any] = {}
+        self.own_times: list[float] = []
+        self.model: Any = None
+        self.shapes: list[Any] = []  # of the last outputs: poisoned before the next call
+        self.null_work: Any = None  # on a GPU: the one-element tensor a null call adds to
+        self.reference_calls = False  # calls run the task's Model (path calibration), not ModelNew
+
+    # -- channel --------------------------------------------------------------------------------
+    def send(self, msg: tuple) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.ctrl.send_bytes(self.dumps(msg))
+
+    def ring_done(self, word: bytes) -> None:
+        os.write(self.done_fd, word)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def serve(self) -> None:
+        phase = "start"
+        try:
+            while True:
+                word = _read_exact(self.go_fd, WORD.size)
+                op, arg = unpack(word)
+                if op == OP_CALL:
+                    phase = f"call {arg}"
+                    self.call(word)
+                elif op == OP_NULL:  # the path of a call, with nothing in it
+                    if self.null_work is not None:  # the harness's, outside the range: not an op of forward
+                        self.null_work.add_(1)
+                    with self.observer.forward_range(count=False) if self.observer else _null():
+                        pass
+                    self.synchronize()
+                    self.ring_done(word + extents((), True))
+                elif op == OP_MSG:
+                    msg = self.ctrl.recv()
+                    phase = str(msg[0])
+                    if self.handle(msg[0], msg[1]) is False:
+                        return
+                else:
+                    self.send(("error", "exception", f"protocol: unknown doorbell op {op}"))
+                    return
+        except BaseException as exc:  # noqa: BLE001 - everything the solution raises is reported
+            from kag.core.trust.procs import describe_exception
+
+            try:
+                self.send(("error", classify_exception(exc), f"{phase}: {describe_exception(exc)}"))
+            except Exception:  # noqa: BLE001 - the channel is gone; the judge sees the exit
+                pass
+
+    def call(self, word: bytes) -> None:
+        import torch
+
+        start = self.clock()
+        observer = self.observer
+        marked = (observer.reference_range() if self.reference_calls else observer.forward_range()) \
+            if observer else _null()
+        with torch.no_grad(), marked:
+            out = self.forward(*self.inputs)
+        self.synchronize()
+        self.own_times.append((self.clock() - start) * 1000.0)
+        old, self.last = self.last, out
+        self.ring_done(word + extents(out, self.device == "cpu"))
+        del old  # the previous output is freed after the answer, as a baseline's is after its timer
+
+    def handle(self, op: str, arg: Any) -> bool | None:
+        if op == "prepare":
+            self.prepare(arg)
+        elif op == "dummy":  # calibration: an output like the reference's, or none
+            self.last = allocate(arg) if arg is not None else None
+            self.shapes = []
+            self.send(("dummy", None))
+        elif op == "reference":  # calibration: the task's own Model on the path a call takes
+            self.load_reference(arg)
+        elif op == "drop":  # ... and gone again before model_new.py is imported
+            self.model = self.forward = self.last = None
+            self.reference_calls = False
+            self.own_times.clear()
+            self.send(("dropped", None))
+        elif op == "spec":
+            self.load(arg)
+        elif op == "state":
+            self.load_state(arg)
+        elif op == "buffers":
+            self.inputs = list(allocate(arg, fill=False))
+            self.send(("buffers", self.inputs))
+        elif op == "observe":  # a new session (the running one's counts are kept)
+            from kag.core.eval.observe import CallObserver
+
+            self.collect()
+            self.observer = CallObserver(self.device, kernels=bool((arg or {}).get("kernels", True)))
+            self.observer.start()
+            self.send(("observing", None))
+        elif op == "post":
+            self.post(arg)
+        elif op == "finish":
+            self.finish()
+        elif op == "exit":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)  # nothing to tear down that the OS does not: a fast exit frees the GPU sooner
+        else:
+            self.send(("error", "exception", f"protocol: unknown request {op!r}"))
+            return False
+        return None
+
+    # -- phases ---------------------------------------------------------------------------------
+    def prepare(self, arg: dict[str, Any]) -> None:
+        """Device and profiler start-up before any solution code (paid while the judge loads the
+        reference), then seccomp: from here on no process can be created or traced."""
+        import torch
+
+        os.environ.update({str(k): str(v) for k, v in (arg.get("env") or {}).items()})
+        self.device = arg["device"]
+        self.clock = time.perf_counter
+        if self.device.startswith("cuda"):
+            mark("candidate", "preparing the device")
+            torch.cuda.init()
+            torch.empty(1, device=self.device)
+            self.synchronize = torch.cuda.synchronize
+            self.null_work = torch.zeros(1, device=self.device)
+            mark("candidate", "CUDA context made")
+            try:
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+                    torch.ones(1, device=self.device).add_(1)
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - the observer reports its own failure later
+                pass
+        mark("candidate", "profiler warmed up")
+        try:
+            import torch._dynamo  # noqa: F401 - before the identity snapshot (it patches manual_seed)
+        except ImportError:
+            pass
+        layers = list(self.layers)
+        if arg.get("seccomp"):
+            from kag.core.trust.confine import apply_seccomp
+
+            try:
+                apply_seccomp(no_exec=True, no_fork=True, own_pid=os.getpid())
+                layers.append("seccomp")
+            except Exception as exc:  # noqa: BLE001 - the judge reports what is active
+                layers.append(f"seccomp failed: {exc}")
+        mark("candidate", "device, profiler and seccomp ready")
+        self.send(("prepared", {"pid": os.getpid(), "layers": layers}))
+
+    def load_reference(self, spec: dict[str, Any]) -> None:
+        """The task's Model, built as the judge builds it, as what a call runs (no solution code
+        exists in this process yet)."""
+        ns, init_inputs = _task_and_init_inputs(spec)
+        self.model = self.forward = self._construct(ns["Model"], init_inputs, spec["init_seed"])
+        self.reference_calls = True
+        self.send(("reference", None))
+
+    def load(self, spec: dict[str, Any]) -> None:
+        """Import model_new.py (the first solution code this process runs) and build ModelNew."""
+        from kag.core.eval.guarding import snapshot_identities
+
+        _, init_inputs = _task_and_init_inputs(spec)
+        self.snapshot = snapshot_identities()  # what model_new may not replace (reported, not trusted)
+        module = _import_model_new(spec["model_new_path"], spec.get("module_dir"))
+        cls = getattr(module, "ModelNew", None)
+        if cls is None:
+            self.send(("error", "exception", "model_new.py defines no ModelNew class"))
+            return
+        self.model = self.forward = self._construct(cls, init_inputs, spec["init_seed"])
+        mark("candidate", "ModelNew built")
+        self.send(("ready", {"pid": os.getpid()}))
+
+    def _construct(self, cls: Any, init_inputs: list[Any], init_seed: int) -> Any:
+        """``cls(*init_inputs)`` on this process's device, seeded as the judge seeds its reference."""
+        import torch
+
+        torch.manual_seed(init_seed)
+        with torch.device(self.device):
+            model = cls(*init_inputs)
+        return model.to(self.device) if hasattr(model, "to") else model
+
+    def load_state(self, data: bytes | None) -> None:
+        import torch
+
+        info: dict[str, Any] = {}
+        if data:
+            state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+            info = {"missing": list(missing), "unexpected": list(unexpected)}
+            del state
+        self.send(("loaded", info))
+
+    def post(self, arg: dict[str, Any]) -> None:
+        """After a call: poison memory the size of its output (while the output itself is held,
+        so the next output will likely get poisoned memory, and an output never written shows
+        it), then hand the output over if asked. Nothing runs after the reply."""
+        from kag.core.eval.guarding import iter_tensors, poison_shapes, tensor_shapes
+
+        with self.observer.post_range() if self.observer else _null():
+            if self.last is not None:
+                self.shapes = tensor_shapes(iter_tensors(self.last))
+            if self.shapes and arg.get("poison", True):
+                poison_shapes(self.shapes)
+                self.synchronize()
+            self.send(("post", arg.get("call"), self.last if arg.get("send") else None))
+
+    def collect(self) -> None:
+        """Stop the running session, if any, and keep its counts."""
+        from kag.core.eval.observe import Observations
+
+        if self.observer is not None:
+            found = self.observer.stop()
+            if self.observations is None:
+                self.observations = Observations()
+            self.observations.merge(found)
+            self.observer = None
+
+    def finish(self) -> None:
+        from kag.core.eval.guarding import compare_identities
+        from kag.core.eval.observe import Observations
+        from kag.core.records import to_dict
+
+        self.collect()
+        obs = self.observations or Observations(error="the observer was never started")
+        try:
+            obs.replaced = sorted({v.detail.split(" ", 1)[0] for v in compare_identities(self.snapshot)})[:50]
+        except Exception:  # noqa: BLE001
+            pass
+        self.observer = None
+        peak = None
+        if self.device.startswith("cuda"):
+            import torch
+
+            peak = torch.cuda.max_memory_allocated() / 2**20
+        self.send(("finished", {"observations": to_dict(obs), "own_times_ms": self.own_times, "peak_memory_mb": peak}))
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def candidate_main(ctrl: Any, go_fd: int, done_fd: int, output_fifo: str | None, plan: Any) -> None:
+    """Entry point of the forked candidate: confine (while still one thread), then serve."""
+    from kag.core.eval.channel import redirect_output
+    from kag.core.trust.procs import die_with_parent
+
+    os.setsid()
+    die_with_parent()
+    redirect_output(output_fifo)
+    if plan is not None:
+        plan.apply_in_child()  # kag.core.sandboxing.CandidatePlan: namespaces, caps, Landlock
+    import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
+
+    Harness(ctrl, go_fd, done_fd, plan.applied if plan is not None else None).serve()
+    sys.stdout.flush()
+    sys.stderr.flush()

@@ -1,0 +1,359 @@
+"""The judge's handle on its candidate process: fork it confined, ring its doorbell, time its calls
+with the judge's own clock, stop it between calls, read its replies through the allow-list.
+
+Trusted side. The candidate runs only inside windows the judge measures: it is resumed (SIGCONT)
+right before a request and stopped (SIGSTOP, confirmed with waitpid) right after the reply and,
+on a GPU, after a probe kernel of the judge's has seen the GPU idle (so work it left queued runs
+inside the window too). A call's window is ``call``'s return value; kag.core.eval.judge_timing turns
+windows into times.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from typing import Any, Callable
+
+from kag.core.eval.candidate import COUNT, EXTENT, OP_CALL, OP_MSG, OP_NULL, WORD, pack
+from kag.core.trust.isolation import ABORT_STATUS
+
+
+class CandidateFailure(Exception):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def default_host_memory_bytes() -> int:
+    """Half of this machine's RAM: what one candidate may hold in private memory before it is
+    killed as out of memory (the OOM killer would otherwise take the judge, or the machine)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 16 << 30
+
+
+def anon_bytes(pids: list[int]) -> int:
+    """Private resident memory (RssAnon) of ``pids`` (Linux /proc); shared memory, which carries
+    tensors between judge and candidate, is not counted."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"RssAnon:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _blank_fds(keep: set[int]) -> None:
+    """Point every open descriptor not in ``keep`` at /dev/null (numbers stay taken, so a stale
+    object closing one later cannot close something the child opened since)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+        fd = int(name)
+        if fd in keep or fd == null:
+            continue
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
+class CandidateProcess:
+    """A forked, confined candidate. Its interpreter is the judge's (torch already imported), so it
+    starts in milliseconds; ``prepare`` initialises its device while the judge loads the reference.
+    """
+
+    MEMORY_CHECK_INTERVAL_S = 0.5
+
+    def __init__(self, output_fifo: str | None = None, plan: Any = None, host_memory_bytes: int | None = None):
+        import multiprocessing
+
+        from kag.core.eval.candidate import candidate_main
+        from kag.core.trust.isolation import fork_in_namespace
+
+        self.host_memory_bytes = host_memory_bytes or default_host_memory_bytes()
+        self._memory_checked = 0.0
+        self.plan = plan
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        go_r, self.go_w = os.pipe()
+        self.done_r, done_w = os.pipe()
+        keep = {0, 1, 2, child.fileno(), go_r, done_w}
+
+        def run_child() -> None:
+            _blank_fds(keep)
+            candidate_main(child, go_r, done_w, output_fifo, plan)
+
+        from kag.core.trust.isolation import descendants
+
+        self._preexisting = set(descendants(os.getpid()))  # our other children: not the candidate's
+        self.pid, self.pid_namespace = fork_in_namespace(run_child, bool(plan and plan.namespaces))
+        child.close()
+        os.close(go_r)
+        os.close(done_w)
+        os.set_blocking(self.done_r, False)
+        self.exitcode: int | None = None
+        self.stopped = False
+        self.stop_sent = False
+        self.spin = False  # poll for done (a GPU machine has cores to spare) instead of sleeping
+        self.probe: Callable[[float], None] | None = None  # the judge's GPU-idle probe
+        self.extents: list[tuple[int, int]] = []  # of the last call's outputs (CPU), from its answer
+        self._mem: int | None = None
+
+    # -- process state --------------------------------------------------------------------------
+    def _reap(self, flags: int) -> bool:
+        if self.exitcode is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:
+            self.exitcode = -signal.SIGKILL
+            return True
+        if pid == 0:
+            return False
+        if os.WIFSTOPPED(status):
+            self.stopped = True
+            return False
+        self.exitcode = os.waitstatus_to_exitcode(status)
+        return True
+
+    def is_alive(self) -> bool:
+        return not self._reap(os.WNOHANG)
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._reap(os.WNOHANG):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+
+    def stop(self, confirm: bool = True) -> None:
+        """SIGSTOP: once delivered, nothing of the candidate runs on a CPU until ``resume``. The
+        signal stops the thread running in user space at once; ``confirm`` waits until every thread
+        has stopped (a CUDA driver thread inside an ioctl takes a while: not part of any window)."""
+        if self.exitcode is not None:
+            return
+        if not self.stop_sent:
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                self._reap(0)
+                return
+            self.stop_sent = True
+        if confirm:
+            while not self.stopped and not self._reap(os.WUNTRACED):
+                pass
+
+    def resume(self) -> None:
+        if self.stop_sent and not self.stopped:
+            self.stop()  # a stop must be complete before the next resume, or its report arrives late
+        if self.stopped and self.exitcode is None:
+            os.kill(self.pid, signal.SIGCONT)
+        self.stopped = self.stop_sent = False
+
+    def kill(self) -> None:
+        from kag.core.trust.isolation import sweep_descendants
+
+        if self.exitcode is None:
+            for target in ((self.pid,) if self.pid_namespace else (-self.pid, self.pid)):
+                try:
+                    os.kill(target, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.join(timeout=10)
+        if not self.pid_namespace:  # no namespace to take its processes down: find them (the judge
+            sweep_descendants(os.getpid(), spare=self._preexisting)  # is their subreaper)
+
+    def close(self, grace_s: float = 5.0) -> None:
+        if self.exitcode is None and self.is_alive():
+            try:
+                self.resume()
+                self.ring(OP_MSG)
+                self.send(("exit", None))
+            except CandidateFailure:
+                pass
+            self.join(timeout=grace_s)
+        self.kill()
+        for fd in (self.go_w, self.done_r, self._mem):
+            if fd is None:
+                continue
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.conn.close()
+
+    # -- the doorbell ---------------------------------------------------------------------------
+    def ring(self, op: int, arg: int = 0) -> bytes:
+        word = pack(op, arg)
+        try:
+            os.write(self.go_w, word)
+        except OSError:
+            raise self._closed("while being called") from None
+        return word
+
+    def wait_done(self, word: bytes, timeout_s: float, phase: str) -> None:
+        """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise),
+        with where its outputs are (``self.extents``: (address, bytes) per output tensor)."""
+        deadline = time.monotonic() + timeout_s
+        got = b""
+        need = WORD.size + COUNT.size
+        while True:
+            try:
+                chunk = os.read(self.done_r, need - len(got))
+                if not chunk:
+                    raise self._closed(f"during {phase}")
+                got += chunk
+                if len(got) == WORD.size + COUNT.size and need == len(got):
+                    if got[:WORD.size] != word:
+                        raise CandidateFailure("exception", f"{phase}: the candidate answered another call")
+                    need += EXTENT.size * COUNT.unpack(got[WORD.size:])[0]
+                if len(got) == need:
+                    tail = got[WORD.size + COUNT.size:]
+                    self.extents = [EXTENT.unpack_from(tail, i) for i in range(0, len(tail), EXTENT.size)]
+                    return
+                continue
+            except BlockingIOError:
+                pass
+            if self.conn.poll(0):  # an error report instead of done
+                self.receive(1.0, phase)
+                raise CandidateFailure("exception", f"{phase}: unexpected message from the candidate")
+            if not self.spin:
+                select.select([self.done_r, self.conn], [], [], 0.05)
+            if time.monotonic() > deadline or not self._alive_and_within_memory(phase):
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
+                                                      f"the candidate process was killed")
+                raise self._closed(f"during {phase}")
+
+    def call(self, index: int, timeout_s: float, phase: str, null: bool = False) -> float:
+        """One call of forward (or the null path), resumed before and stopped after; returns its
+        window in seconds on the judge's clock: from the doorbell to the reply and the stop, and on
+        a GPU to the moment the judge's probe sees the GPU idle (the work it left queued)."""
+        self.resume()
+        t0 = time.perf_counter()
+        word = self.ring(OP_NULL if null else OP_CALL, index)
+        self.wait_done(word, timeout_s, phase)
+        self.stop(confirm=False)  # first: nothing can be launched after the answer
+        if self.probe is not None:
+            self.probe(timeout_s)
+        window = time.perf_counter() - t0
+        self.stop()
+        return window
+
+    def exchange(self, msg: tuple, timeout_s: float, phase: str, expect: str | None = None,
+                 stop: bool = True) -> tuple[tuple, float]:
+        """Send a request, wait for its reply; (reply, window in seconds, measured like ``call``)."""
+        self.resume()
+        t0 = time.perf_counter()
+        self.ring(OP_MSG)
+        self.send(msg)
+        reply = self.receive(timeout_s, phase)
+        if expect is not None and reply[0] != expect:
+            raise CandidateFailure("exception", f"{phase}: unexpected reply {reply[0]!r}")
+        if stop:
+            self.stop(confirm=False)
+        if self.probe is not None:
+            self.probe(timeout_s)
+        window = time.perf_counter() - t0
+        if stop:
+            self.stop()
+        return reply, window
+
+    def read_memory(self, address: int, size: int) -> bytes:
+        """``size`` bytes of the (stopped) candidate's memory, read from outside it."""
+        if self._mem is None:
+            self._mem = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+        chunks, done = [], 0
+        while done < size:
+            chunk = os.pread(self._mem, min(size - done, 64 << 20), address + done)
+            if not chunk:
+                raise OSError(f"short read of the candidate's memory at {address + done:#x}")
+            chunks.append(chunk)
+            done += len(chunk)
+        return b"".join(chunks)
+
+    # -- the control channel --------------------------------------------------------------------
+    def send(self, msg: tuple) -> None:
+        from kag.core.eval.channel import dumps
+
+        try:
+            self.conn.send_bytes(dumps(msg))
+        except (OSError, EOFError):
+            raise self._closed("while receiving a request") from None
+
+    def receive(self, timeout_s: float, phase: str) -> tuple:
+        from kag.core.eval.channel import MAX_MESSAGE_BYTES, RefusedObject, restricted_loads
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.conn.poll(min(0.2, max(0.0, deadline - time.monotonic()))):
+                try:
+                    data = self.conn.recv_bytes(MAX_MESSAGE_BYTES)
+                except (EOFError, OSError):
+                    raise self._closed(f"during {phase}") from None
+                try:
+                    msg = restricted_loads(data)
+                except RefusedObject as exc:
+                    raise CandidateFailure("exception", f"{phase}: {exc}") from None
+                except Exception as exc:  # noqa: BLE001 - e.g. shared memory of a dead process
+                    raise CandidateFailure("crash", f"{phase}: unreadable message from the candidate "
+                                                    f"({type(exc).__name__}: {exc})") from None
+                if not isinstance(msg, tuple) or not msg or not isinstance(msg[0], str):
+                    raise CandidateFailure("exception", f"{phase}: malformed message from the candidate")
+                if msg[0] == "error":
+                    kind = msg[1] if msg[1] in ("oom", "cuda_error", "exception") else "exception"
+                    raise CandidateFailure(kind, str(msg[2]))
+                return msg
+            if not self._alive_and_within_memory(phase):
+                raise self._closed(f"during {phase}")
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
+                                                  f"the candidate process was killed")
+
+    def _alive_and_within_memory(self, phase: str) -> bool:
+        if not self.is_alive() and not self.conn.poll(0):
+            return False
+        now = time.monotonic()
+        if now - self._memory_checked >= self.MEMORY_CHECK_INTERVAL_S:
+            self._memory_checked = now
+            from kag.core.trust.isolation import descendants
+
+            used = anon_bytes([self.pid, *descendants(self.pid)])
+            if used > self.host_memory_bytes:
+                self.kill()
+                raise CandidateFailure("oom", f"{phase}: the candidate held {used / 2**30:.1f} GiB of host memory, "
+                                              f"over the limit of {self.host_memory_bytes / 2**30:.1f} GiB, and was "
+                                              f"killed")
+        return True
+
+    def _closed(self, when: str) -> CandidateFailure:
+        self.join(timeout=5)
+        code = self.exitcode
+        if code is None:
+            self.kill()
+            return CandidateFailure("crash", f"the candidate closed its channel {when} and was killed")
+        if code < 0:
+            hint = " (host out of memory?)" if code == -signal.SIGKILL else ""
+            return CandidateFailure("crash", f"the candidate process crashed {when}: killed by "
+                                             f"{_signal_name(code)}{hint}")
+        if code == ABORT_STATUS and self.pid_namespace:
+            return CandidateFailure("crash", f"the candidate process crashed {when}: killed by SIGABRT (abort)")
+        return CandidateFailure("crash", f"the candidate process exited with status {code} {when} before "
+                                         f"answering (os._exit or sys.exit in the solution?)")

@@ -1,0 +1,340 @@
+"""Trusted evaluation of one solution for one task: guards -> build -> judge -> reward.
+
+This process (``kag score`` or a pool worker) orchestrates and never imports the solution. The
+judge (``kag.core.eval.judge``) is a fresh process with a minimal environment that times the baselines,
+then drives a confined candidate process (``kag.core.trust.isolation``): checks on secret inputs
+compared in the judge, calls timed on the judge's clock (``kag.core.eval.judge_timing``). Both die when
+the evaluation ends, so a crash, hang or CUDA error in one evaluation cannot affect the next. The
+verdict is an ``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash,
+cuda_error, oom, mismatch or exception.
+
+Guards (plugins of kind ``guard``, kag.core.eval.guarding) give early, readable feedback and enforce
+policy (no PyTorch compute, one's own kernels): ``check_solution`` runs here before the build, and
+``check_observations`` runs in the judge on what a profiler saw during every call of the
+candidate. The verdict's integrity never rests on them: it holds with every guard switched off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kag.core.plugins import Plugins
+from kag.core.records import EvalResult, RewardValue, Solution, Task, TimingStats, Violation, from_dict
+
+# torch.compile modes the compile baseline accepts ("default" is torch's mode=None); listed once
+# for EvalOptions.compile_mode, the baseline plugin and the CLI's --compile-mode choices.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "mismatch", "exception")
+INIT_SEED = 42  # weights are not secret: the candidate receives them anyway
+RUNTIME_GUARDS_WIRED = True  # guards judge what every call did (check_observations, in the judge)
+
+
+@attrs.define
+class Timeouts:
+    """Wall-clock limits in seconds per phase."""
+
+    build_s: float = 180.0  # one compile bomb must not hold a worker for long
+    baseline_s: float = 900.0
+    load_s: float = 120.0
+    check_s: float = 120.0
+    timing_s: float = 600.0
+
+
+@attrs.define
+class EvalOptions:
+    backend: str = "cuda"
+    tolerance: str | None = None  # None: the selected tolerance plugin (default cuda-agent)
+    reward: str | None = None  # None: the selected reward plugin (default milestone)
+    baselines: tuple[str, ...] = ("eager", "compile")
+    compile_mode: str = "default"
+    num_checks: int = 5
+    num_timed: int = 100
+    warmup: int = 10
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+    guards: tuple[str, ...] | None = None  # None: every selected guard plugin
+    static_guards: bool = True  # False: no guard reads the sources (the verdict must hold without them)
+    guard_options: dict[str, Any] = attrs.field(factory=dict)  # passed to every guard (GuardOptions)
+    do_timing: bool = True
+    do_correctness: bool = True
+    cache_dir: str | None = None
+    use_baseline_cache: bool = True
+    seed: int | None = None  # None: a secret random seed per evaluation
+    host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM
+    # also time the task's Model through the candidate's path and subtract what the path adds to
+    # it, not the null path's cost (kag.core.eval.judge_timing). Off by default: not yet measured on a
+    # GPU in its final form (bench/trust_gpu/README.md)
+    reference_calibration: bool = False
+
+
+def backend_device(backend: str, plugins: Plugins | None = None) -> str:
+    """The torch device a backend runs on ("cuda" or "cpu")."""
+    if plugins is not None and backend in plugins.registry.get("backend", {}):
+        factory = plugins.entry("backend", backend).factory
+        device = getattr(factory, "device", None)
+        if isinstance(device, str):
+            return device
+    return "cpu" if backend == "cpu" else "cuda"
+
+
+def tolerance_name(options: EvalOptions, plugins: Plugins) -> str:
+    name = options.tolerance or plugins.selected("tolerance")
+    plugins.entry("tolerance", name)
+    return name
+
+
+def guard_options(options: EvalOptions, plugins: Plugins) -> dict[str, Any]:
+    """The options every guard is built with: ``options.guard_options`` plus the tolerance policy
+    of this evaluation (the precision guard flags reduced precision only under ``strict``)."""
+    from kag.core.eval.guarding import TOLERANCE_POLICIES
+
+    opts = dict(options.guard_options)
+    tolerance = tolerance_name(options, plugins)
+    if tolerance in TOLERANCE_POLICIES:
+        opts["tolerance"] = tolerance
+    return opts
+
+
+def static_violations(task: Task, solution: Solution, plugins: Plugins, names: tuple[str, ...] | None,
+                      options: dict[str, Any] | None = None, static: bool = True) -> tuple[list[Violation], list[str]]:
+    """Run every selected guard's ``check_solution``; return violations and the names of the guards
+    that also judge what the candidate's calls did (``check_observations``, run in the judge)."""
+    chosen = plugins.selected_all("guard") if names is None else names
+    found: list[Violation] = []
+    runtime: list[str] = []
+    for name in chosen:
+        try:
+            guard = plugins.create("guard", name, **(options or {}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"guard {name!r} rejects the guard options {options}: {exc} (EvalOptions.guard_options "
+                             f"takes allow_cublas, allow_cudnn; tolerance comes from the tolerance policy)") from exc
+        check = getattr(guard, "check_solution", None)
+        if static and callable(check):
+            for v in check(solution, task) or []:
+                found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
+        if callable(getattr(guard, "check_observations", None)):
+            runtime.append(name)
+    return found, runtime
+
+
+def write_kernels(solution: Solution, solution_dir: Path) -> None:
+    """Put kernels/** next to model_new.py: the provenance guard reads the ``__global__`` names there."""
+    for name, text in solution.kernels.items():
+        rel = Path(name[len("kernels/"):] if name.startswith("kernels/") else name)
+        if not rel.parts or rel.is_absolute() or ".." in rel.parts:
+            continue  # the build rejects it and says why
+        dest = solution_dir / "kernels" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+
+
+def extension_path(module_dir: str | None) -> str | None:
+    """The built ``cuda_extension*.so`` (the provenance guard lists the functions it defines)."""
+    import os
+
+    if not module_dir:
+        return None
+    found = sorted(p for p in os.listdir(module_dir) if p.startswith("cuda_extension") and p.endswith((".so", ".pyd")))
+    return os.path.join(module_dir, found[0]) if found else None
+
+
+def needs_build(solution: Solution) -> bool:
+    return bool(solution.kernels) or "cuda_extension" in solution.model_new
+
+
+def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOptions) -> tuple[bool, str | None, str, list[str]]:
+    """(ok, module_dir, log, notes) from kag.core.eval.build with the backend plugin."""
+    from kag.core.eval.build import build_solution
+
+    backend = plugins.create("backend", options.backend)
+    res = build_solution(solution, backend, out_dir, cache_dir=Path(options.cache_dir) if options.cache_dir else None,
+                         timeout_s=options.timeouts.build_s)
+    notes = []
+    if getattr(res, "cached", None):
+        notes.append(f"build cache hits: {len(res.cached)}")
+    return bool(res.ok), res.module_dir, res.log or "", notes
+
+
+def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str, model_new_path: str,
+                module_dir: str | None, runtime_guards: list[str], guard_opts: dict[str, Any]) -> dict[str, Any]:
+    tolerance = tolerance_name(options, plugins)
+    baselines = []
+    for name in options.baselines:
+        plugins.entry("baseline", name)
+        baselines.append((name, options.compile_mode if name == "compile" else "default"))
+    return {
+        "task_code": task.code, "task_path": task.path or f"<task {task.name}>", "task_hash": task.code_hash,
+        "device": device, "backend": options.backend, "model_new_path": model_new_path,
+        "module_dir": module_dir, "tolerance": tolerance, "baselines": baselines,
+        "num_checks": options.num_checks, "num_timed": options.num_timed, "warmup": options.warmup,
+        "seed": options.seed, "init_seed": INIT_SEED, "do_correctness": options.do_correctness,
+        "do_timing": options.do_timing, "timeouts": attrs.asdict(options.timeouts),
+        "cache_dir": options.cache_dir, "use_baseline_cache": options.use_baseline_cache,
+        "runtime_guards": runtime_guards, "guard_options": guard_opts,
+        "plugin_selection": plugins.names_selected(), "plugin_builtins": _guard_builtins(plugins, runtime_guards),
+        "extension_path": extension_path(module_dir),
+        "host_memory_bytes": int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
+        "reference_calibration": options.reference_calibration,
+    }
+
+
+def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
+    """Modules of the runtime guards that are built in to ``plugins`` but not to DEFAULT_PLUGINS
+    (a registry built with extra built-ins, as tests do), so the candidate can rebuild them."""
+    from kag.core.plugins import BUILTIN, DEFAULT_PLUGINS
+
+    extra = []
+    for name in names:
+        entry = plugins.entry("guard", name)
+        if plugins.origins.get(entry.plugin) == BUILTIN and entry.plugin not in DEFAULT_PLUGINS:
+            extra.append(entry.plugin)
+    return sorted(set(extra))
+
+
+def _merge(result: EvalResult, report: dict[str, Any]) -> None:
+    result.correct = bool(report.get("correct", False))
+    if report.get("error"):
+        result.error, result.error_kind = report["error"], report.get("error_kind") or "exception"
+    result.violations += [Violation(guard=str(v.get("guard")), detail=str(v.get("detail")))
+                          for v in report.get("violations", [])]
+    if result.violations and not result.error:
+        result.error_kind = "guard"
+        result.error = "; ".join(f"{v.guard}: {v.detail}" for v in result.violations)
+    result.times_ms.update(report.get("times_ms", {}))
+    result.timing.update({k: from_dict(TimingStats, v) for k, v in report.get("timing", {}).items()})
+    result.device = report.get("device", {})
+    result.peak_memory_mb = report.get("peak_memory_mb")
+    result.durations_s.update(report.get("durations_s", {}))
+    for key in ("baseline_cache", "notes", "candidate_output", "judge_error", "confinement", "calibration",
+                "observed", "rechecked_calls"):
+        if report.get(key):
+            result.metadata[key] = report[key]
+
+
+def speedups(result: EvalResult) -> None:
+    t = result.times_ms.get("candidate")
+    if t and t > 0:
+        if result.times_ms.get("eager"):
+            result.speedup_vs_eager = result.times_ms["eager"] / t
+        if result.times_ms.get("compile"):
+            result.speedup_vs_compile = result.times_ms["compile"] / t
+
+
+def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
+             plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
+    """The verdict on ``solution`` for ``task``; never raises for anything the solution does."""
+    import tempfile
+
+    from kag.core.eval.gpu_pool import default_pool
+    from kag.core.trust.isolation import evals_root
+    from kag.core.eval.judge_process import JudgeProcess, take_judge, warm_judge_waiting
+    from kag.core.trace import mark
+
+    options = options or EvalOptions()
+    plugins = plugins or Plugins()
+    start = time.perf_counter()
+    result = EvalResult(task=task.name, backend=options.backend)
+    device = backend_device(options.backend, plugins)
+    if solution.ignored_files:
+        result.metadata["ignored_files"] = list(solution.ignored_files)
+    guard_opts = guard_options(options, plugins)
+    violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts,
+                                                   static=options.static_guards)
+    if violations:
+        result.violations = violations
+        result.error_kind = "guard"
+        result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
+        return _finish(result, plugins, options, start)
+    # No warm judge waiting: start one now, so its torch import overlaps the build. Otherwise a
+    # warm one is taken after the build, and a failed build costs none.
+    judge = None if warm_judge_waiting() else JudgeProcess()
+    mark("orchestrator", "judge started" if judge else "a warm judge is waiting")
+    try:
+        with tempfile.TemporaryDirectory(prefix="kag-eval-", dir=evals_root()) as tmp:
+            tmpdir = Path(tmp)
+            model_new_path = tmpdir / "solution" / "model_new.py"
+            model_new_path.parent.mkdir()
+            model_new_path.write_text(solution.model_new, encoding="utf-8")
+            write_kernels(solution, model_new_path.parent)
+            module_dir = None
+            if needs_build(solution):
+                t0 = time.perf_counter()
+                ok, module_dir, log, notes = build(solution, plugins, tmpdir / "build", options)
+                result.durations_s["build"] = round(time.perf_counter() - t0, 3)
+                result.build_log = log
+                if notes:
+                    result.metadata.setdefault("notes", []).extend(notes)
+                if not ok:
+                    result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
+                    return _finish(result, plugins, options, start)
+            result.compiled = True
+            spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
+                               guard_opts)
+            judge = judge or take_judge()
+            lease = contextlib.ExitStack()
+            slot = lease.enter_context((pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda"))
+            try:
+                t0 = time.perf_counter()
+                mark("orchestrator", "build done, GPU lent, spec sent")
+                report = judge.run(spec, slot.visible)
+                mark("orchestrator", "report received")
+                result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
+            except BaseException:
+                judge.close()
+                lease.close()
+                raise
+            # the verdict is in: the judge and its candidate are ended (their GPU memory freed)
+            # before the device goes back to the pool, but the caller does not wait for it
+            _release_later(judge, lease)
+            judge = None
+    finally:
+        if judge is not None:
+            judge.close()
+    _merge(result, report)
+    return _finish(result, plugins, options, start)
+
+
+def _release_later(judge: Any, lease: contextlib.ExitStack) -> None:
+    """Close ``judge``, then give its device back, on a thread (not a daemon: an exiting CLI
+    still waits for it, so no judge outlives the process that started it)."""
+    from kag.core.trace import mark
+
+    def close() -> None:
+        try:
+            judge.close()
+            mark("orchestrator", "judge closed, device given back")
+        finally:
+            lease.close()
+            _RELEASING.discard(threading.current_thread())
+
+    thread = threading.Thread(target=close, name="kag-judge-close")
+    _RELEASING.add(thread)
+    thread.start()
+
+
+_RELEASING: set[threading.Thread] = set()
+
+
+def wait_released(timeout_s: float = 30.0) -> None:
+    """Wait until every judge an evaluation started has ended and given its device back (what
+    a check that nothing outlived the evaluation must wait for)."""
+    deadline = time.monotonic() + timeout_s
+    for thread in list(_RELEASING):  # each removes itself when done
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _finish(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:
+    if not result.error and options.do_correctness and not result.correct:
+        result.error_kind, result.error = "exception", "the evaluation ended without a verdict"
+    speedups(result)
+    if options.do_correctness:
+        reward = plugins.create("reward", options.reward) if options.reward else plugins.create("reward")
+        result.reward = RewardValue(name=getattr(reward, "name", options.reward or "reward"),
+                                    value=float(reward(result)))
+    result.durations_s["total"] = round(time.perf_counter() - start, 3)
+    return result

@@ -1,0 +1,276 @@
+"""How the judge confines its candidate, and which of those layers this machine has.
+
+Trusted side. The judge forks the candidate through ``fork_candidate``: as root, the child is the
+first process of a new PID namespace (when it exits, the kernel kills every process it started,
+however it started them: setsid, double fork, C++), and it enters a new network namespace; without
+root, the judge is a child subreaper and ``sweep_descendants`` kills what is left. In the child,
+before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops every capability,
+sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
+evaluations' folder; write: its own temp folder, /dev/shm; devices: /dev/null..., /dev/nvidia*).
+seccomp (no ptrace, process_vm_*, fork, exec, namespaces) follows in the candidate's ``prepare``,
+after CUDA has started and before model_new.py is imported.
+
+Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
+without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed,
+bench/probe/). uid 0 without capabilities, inside Landlock, has no more reach than another uid.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import tempfile
+import time
+from typing import Any, Callable
+
+import attrs
+
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x4000, 1 << 18, 2, 4, 8
+ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "LC_")
+ENV_KEEP = ("PATH", "LANG", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "TERM",
+            "KAG_TRACE")
+
+
+def evals_root() -> str:
+    """The folder under which evaluations put solutions and builds (readable by candidates)."""
+    root = os.path.join(tempfile.gettempdir(), f"kag-evals-{os.getuid()}")
+    os.makedirs(root, mode=0o711, exist_ok=True)
+    return root
+
+
+def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a trusted child (the judge) or an untrusted one starts from: what Python,
+    torch and CUDA need, never API keys or tokens."""
+    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)}
+    env.update(extra or {})
+    return env
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+@attrs.define
+class CandidatePlan:
+    """What confines one candidate. ``applied`` is filled in the child (reported by its prepare)."""
+
+    tmp_dir: str
+    read_paths: tuple[str, ...] = ()
+    cuda: bool = True
+    landlock: bool = True
+    seccomp: bool = True
+    namespaces: bool = True
+    applied: list[str] = attrs.field(factory=list)
+
+    def apply_in_child(self) -> None:
+        """In the forked child, while it is the only thread: network namespace (root), no
+        capabilities, no_new_privs, a scrubbed environment, Landlock. A layer the kernel lacks is
+        recorded as missing; one that fails when it should work stops the child."""
+        from kag.core.trust import confine
+
+        if self.namespaces and is_root():
+            if _unshare(CLONE_NEWNET):
+                self.applied.append("network namespace")
+            if os.getpid() == 1 and own_proc():  # the first process of its own PID namespace
+                self.applied.append("pid namespace (own /proc)")
+        os.environ.clear()
+        os.environ.update(minimal_env({"HOME": self.tmp_dir, "TMPDIR": self.tmp_dir}))
+        tempfile.tempdir = None
+        if is_root():
+            confine.drop_capabilities()
+            self.applied.append("no capabilities")
+        confine.set_no_new_privs()
+        self.applied.append("no_new_privs")
+        confine.set_dumpable(True)  # the judge (its parent, outside its sandbox) reads its outputs from /proc/<pid>/mem
+        if os.getpid() == 1:  # init of its PID namespace: the kernel ignores signals it sends itself
+            abort_exits()
+        if self.landlock and confine.landlock_abi() > 0:
+            policy = confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
+                                            devices=tuple(confine.device_paths(self.cuda)))
+            abi = confine.apply_landlock(policy)
+            self.applied.append(f"landlock (ABI {abi})")
+
+
+def own_proc() -> bool:
+    """In a new mount namespace, mount a /proc of this PID namespace over the host's: CUDA's driver
+    reads /proc/<getpid()>, which must be this process (pid 1 here), and no other process of the
+    machine is visible at all."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not _unshare(CLONE_NEWNS):
+        return False
+    if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return False
+    return libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None) == 0
+
+
+ABORT_STATUS = int(signal.SIGABRT)  # the exit status of a candidate that called abort() as pid 1
+
+
+def abort_exits() -> None:
+    """A PID namespace's first process ignores the default-action signals it sends itself, so
+    abort() (a failed assert in C++) would end in SIGSEGV; make SIGABRT call _exit(SIGABRT) instead."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal(ctypes.c_int(signal.SIGABRT), ctypes.cast(libc._exit, ctypes.c_void_p))
+
+
+def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan:
+    """A plan with a fresh temp folder and the read paths of this machine; ``KAG_CONFINE=0`` turns
+    Landlock and seccomp off (for debugging a solution the sandbox breaks; never for scoring)."""
+    from kag.core.eval.build import cache_root
+    from kag.core.trust.confine import system_read_paths
+
+    tmp = tempfile.mkdtemp(prefix="kag-cand-")
+    guarded = (str(cache_root()), *protected)
+    import kag
+
+    package = os.path.dirname(os.path.realpath(kag.__file__))  # an editable install is not on sys.path
+    reads = tuple(system_read_paths(guarded)) + (evals_root(), package)
+    off = os.environ.get("KAG_CONFINE", "1") == "0"
+    return CandidatePlan(tmp_dir=tmp, read_paths=reads, cuda=cuda, landlock=not off, seccomp=not off)
+
+
+def _unshare(flags: int) -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.unshare(ctypes.c_int(flags)) == 0
+
+
+def fork_in_namespace(child: Callable[[], None], new_pid_ns: bool) -> tuple[int, bool]:
+    """fork(); with ``new_pid_ns`` (root only) the child is the first process of a new PID
+    namespace. Returns (pid, whether the namespace was made). The caller's own children made later
+    stay in its namespace."""
+    own = None
+    made = False
+    if new_pid_ns and is_root():
+        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        made = _unshare(CLONE_NEWPID)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                child()
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent sees the exit status
+                code = 1
+            finally:
+                os._exit(code)
+    finally:
+        if own is not None:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.setns(own, CLONE_NEWPID)
+            os.close(own)
+    return pid, made
+
+
+def descendants(root_pid: int, skip: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Live processes below ``root_pid`` (by parent links in /proc), not following ``skip``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if fields[0] != b"Z":  # a zombie is dead already (its parent reaps it)
+                children.setdefault(int(fields[1]), []).append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    out, todo = [], [root_pid]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            if kid in skip:
+                continue
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def sweep_descendants(root_pid: int, rounds: int = 20, spare: set[int] | frozenset[int] = frozenset()) -> int:
+    """SIGKILL every descendant of ``root_pid`` (a subreaper's orphans included) but ``spare`` and
+    theirs, until none is left; returns how many were killed. For machines where the candidate gets
+    no PID namespace."""
+    killed = 0
+    for _ in range(rounds):
+        found = [p for p in descendants(root_pid, skip=spare)]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap_children()
+        time.sleep(0.01)
+    return killed
+
+
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _try_in_child(action: Callable[[], None]) -> str | None:
+    """None when ``action`` works in a forked child (nothing of it reaches this process), else why not."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            action()
+            os.write(w, b"ok")
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            os.write(w, f"{type(exc).__name__}: {exc}".encode()[:500])
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        answer = fh.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return None if answer == "ok" else (answer or "the probe died")
+
+
+def confinement_support() -> dict[str, Any]:
+    """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
+    not where it fails."""
+    from kag.core.trust import confine
+
+    def ns(flag: int) -> Callable[[], None]:
+        def act() -> None:
+            if not _unshare(flag):
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        return act
+
+    def verdict(problem: str | None, fallback: str) -> str:
+        return "yes" if problem is None else f"no ({problem}); {fallback}"
+
+    root = is_root()
+    abi = confine.landlock_abi()
+    support: dict[str, Any] = {
+        "running as root": root,
+        "pid namespace (all its processes die with it)": verdict(
+            _try_in_child(ns(CLONE_NEWPID)) if root else "needs root", "a subreaper sweep kills them instead"),
+        "network namespace": verdict(_try_in_child(ns(CLONE_NEWNET)) if root else "needs root",
+                                     "Landlock (ABI 4+) blocks TCP instead"),
+        "capabilities dropped": verdict(_try_in_child(confine.drop_capabilities), "it keeps root's powers")
+        if root else "none to drop (not root)",
+        "landlock": f"yes (ABI {abi})" if abi else "no: the kernel has no Landlock; candidates can read and "
+                                                   "write what this user can",
+        "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
+                           "candidates can fork, exec and ptrace"),
+        "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
+                                      "a candidate of the same user can read the judge's memory"),
+    }
+    if os.environ.get("KAG_CONFINE", "1") == "0":
+        support["KAG_CONFINE"] = "0: Landlock and seccomp are OFF for candidates"
+    return support

@@ -1,0 +1,122 @@
+"""The evaluator on the CUDA backend: CUDA IPC channel, events, L2 flush, faults, a 6.4 GB task."""
+
+import textwrap
+
+import pytest
+import torch
+
+from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
+from kag.core.records import Solution, Task
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+TASK = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(4096))
+
+        def forward(self, x):
+            return torch.relu(x * self.weight)
+
+    def get_inputs():
+        return [torch.randn(2048, 4096)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def sol(body: str, prelude: str = "") -> Solution:
+    return Solution(model_new=prelude + textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.zeros(4096))
+
+            def forward(self, x):
+        ''') + textwrap.indent(textwrap.dedent(body), " " * 8))
+
+
+@pytest.fixture(scope="module")
+def task():
+    return Task(name="gpu_relu", source="test", code=TASK, path="<gpu_relu>")
+
+
+def opts(tmp, **kw):
+    # Plain-torch solutions test the evaluator's processes, so the guards (which reject torch
+    # compute, ctypes, ...) are off here; tests/adversarial covers them on the GPU.
+    base = dict(backend="cuda", num_timed=20, warmup=3, cache_dir=str(tmp), timeouts=Timeouts(check_s=30),
+                guards=())
+    base.update(kw)
+    return EvalOptions(**base)
+
+
+def test_cuda_pipeline_scores_and_records_the_device(task, tmp_path):
+    result = evaluate(task, sol("return (x * self.weight).clamp_min(0)"), opts(tmp_path))
+    assert result.ok, result.error
+    assert result.reward.value >= 1
+    assert result.device["type"] == "cuda" and result.device["capability"] and result.device["l2_cache_bytes"] > 0
+    assert result.peak_memory_mb and result.peak_memory_mb > 32
+    assert all(result.times_ms[k] > 0 for k in ("candidate", "eager", "compile"))
+    print(result.device, result.times_ms, {k: v.cv for k, v in result.timing.items()})
+
+
+@pytest.mark.parametrize("body,prelude,kind", [
+    ("return x * self.weight", "", "mismatch"),
+    ("x.zero_()\nreturn (x * self.weight).clamp_min(0)", "", "mismatch"),
+    ("ctypes.string_at(0)", "import ctypes\n", "crash"),
+    ("return torch.empty(1 << 45, device=x.device)", "", "oom"),
+    ("torch.cuda._sleep(1 << 40)\ntorch.cuda.synchronize()\nreturn x", "", "timeout"),
+])
+def test_cuda_faults(task, tmp_path, body, prelude, kind):
+    result = evaluate(task, sol(body, prelude), opts(tmp_path, do_timing=False, timeouts=Timeouts(check_s=10)))
+    assert result.error_kind == kind, result.error
+    good = evaluate(task, sol("return (x * self.weight).clamp_min(0)"), opts(tmp_path, do_timing=False))
+    assert good.ok, good.error
+
+
+KERNELBENCH_RELU = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super(Model, self).__init__()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x)
+
+    batch_size = 4096
+    dim = 393216
+
+    def get_inputs():
+        x = torch.rand(batch_size, dim)
+        return [x]
+
+    def get_init_inputs():
+        return []
+''')  # KernelBench level1/19_ReLU.py: 6.4 GB of input
+
+
+@pytest.mark.slow
+def test_kernelbench_relu_6gb_fits(tmp_path):
+    task = Task(name="level1/19_ReLU", source="kernelbench", code=KERNELBENCH_RELU, path="<19_ReLU>")
+    solution = Solution(model_new=textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x.clamp_min(0)
+    '''))
+    result = evaluate(task, solution, opts(tmp_path, num_timed=10))
+    assert result.ok, result.error
+    print("peak MB", result.peak_memory_mb, result.times_ms, result.durations_s)
+    assert result.peak_memory_mb < 40_000

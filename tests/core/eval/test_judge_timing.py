@@ -1,0 +1,57 @@
+"""The arithmetic of the judge's timing (kag.core.eval.judge_timing): calibration, the fold of work done
+at hand-over, the skipped-work and cross-check rules, and the chance that rechecks catch a
+solution that works on 2 of 3 calls."""
+
+from __future__ import annotations
+
+import random
+
+from kag.core.eval.judge_timing import (RECHECKED, CandidateTiming, PathCalibration, choose_rechecked, cross_check,
+                                   skipped_work)
+
+CAL = PathCalibration(null_s=[30e-6] * 50, post_s=[1e-3, 1.05e-3, 0.98e-3, 1.01e-3, 1.0e-3])
+
+
+def test_estimates_subtract_the_null_path_and_fold_nothing_for_honest_hand_overs():
+    timing = CandidateTiming(windows_s=[1e-3 + 30e-6] * 20, post_s=[1.02e-3] * 12)
+    estimates, fold = timing.estimates_s(CAL)
+    assert fold == 0.0 and all(abs(e - 1e-3) < 1e-12 for e in estimates)
+
+
+def test_work_done_when_an_output_is_asked_for_counts_on_every_call():
+    """A lazy solution: nothing in the call (window = the null path), the whole 4 ms computed when
+    the judge asks for the output. Its time is 4 ms, not 0."""
+    timing = CandidateTiming(windows_s=[30e-6] * 100, post_s=[1e-3 + 4e-3] * 12)
+    estimates, fold = timing.estimates_s(CAL)
+    assert 3.8e-3 < fold < 4.0e-3 and min(estimates) > 3.8e-3
+
+
+def test_a_cluster_of_fast_calls_is_skipped_work_but_jitter_and_load_are_not():
+    rng = random.Random(0)
+    honest = [2e-3 * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(100)]
+    assert skipped_work(honest, honest[:12]) is None
+    tiny = [10e-6 + 4e-6 * rng.random() for _ in range(100)]  # tiny kernels jitter by a third
+    assert skipped_work(tiny, tiny[:12]) is None
+    # a loaded machine: most calls wait to be scheduled (3.4 ms), some run at their real 1 ms
+    loaded = [1e-3 if i % 4 == 0 else 3.4e-3 for i in range(100)]
+    assert skipped_work(loaded, [loaded[i] for i in range(0, 100, 8)]) is None
+    partial = [2e-3 if i % 3 else 20e-6 for i in range(100)]  # works on 2 of 3 calls
+    verified = [partial[i] for i in range(100) if i % 3][:12]  # the checked calls all did the work
+    assert "some calls only" in (skipped_work(partial, verified) or "")
+
+
+def test_the_candidates_own_clock_is_only_a_cross_check():
+    assert cross_check([1.9] * 50, 2.0) is None  # honest: its own timer sees a bit less (no overhead)
+    assert cross_check([0.04] * 50, 4.0) is not None  # scaled by 1/100
+    assert cross_check([0.005] * 50, 0.02) is None  # tiny kernels: within the absolute slack
+
+
+def test_rechecks_catch_work_on_two_of_three_calls_99_percent_of_the_time():
+    assert RECHECKED >= 12 and (2 / 3) ** RECHECKED <= 0.01
+    caught = 0
+    for trial in range(2000):
+        chosen = choose_rechecked(100, True)
+        skipped = {i for i in range(100) if (i + trial) % 3 == 0}  # the calls it skips
+        caught += bool(chosen & skipped)
+    assert caught / 2000 >= 0.99, caught
+    assert choose_rechecked(100, False) == set() and len(choose_rechecked(5, True)) == 5

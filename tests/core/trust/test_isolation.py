@@ -1,0 +1,210 @@
+"""The candidate's confinement, attacked from inside a confined child the way the judge makes one
+(kag.core.trust.isolation.CandidatePlan, fork_in_namespace), on this machine's real kernel. Layers the
+kernel lacks skip with the reason (``kag doctor`` reports the same)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from kag.core.trust import confine
+from kag.core.trust.isolation import (CandidatePlan, candidate_plan, confinement_support, descendants, fork_in_namespace,
+                                is_root)
+
+NEEDS_LANDLOCK = pytest.mark.skipif(confine.landlock_abi() == 0, reason="the kernel has no Landlock")
+NEEDS_SECCOMP = pytest.mark.skipif(confine.arch() not in confine.SYSCALLS, reason="no seccomp filter for this arch")
+NEEDS_ROOT = pytest.mark.skipif(not is_root(), reason="namespaces and capabilities need root")
+
+
+def in_confined_child(plan: CandidatePlan, attack: Callable[[int], dict], seccomp: bool = True) -> dict:
+    """Run ``attack(parent_pid)`` in a child confined like a candidate (the parent made non-dumpable,
+    as the judge is); its findings come back as JSON."""
+    r, w = os.pipe()
+    parent = os.getpid()
+    confine.set_dumpable(False)
+    try:
+        def child() -> None:
+            os.close(r)
+            plan.apply_in_child()
+            if seccomp:
+                confine.apply_seccomp(own_pid=os.getpid())
+            os.write(w, json.dumps(attack(parent)).encode())
+
+        pid, _ = fork_in_namespace(child, plan.namespaces)
+        os.close(w)
+        with os.fdopen(r, "rb") as fh:
+            data = fh.read()
+        os.waitpid(pid, 0)
+    finally:
+        confine.set_dumpable(True)
+    assert data, "the confined child died before reporting"
+    return json.loads(data)
+
+
+def tries(fn: Callable[[], object]) -> str:
+    try:
+        fn()
+        return "ALLOWED"
+    except OSError as exc:
+        return f"denied ({exc.strerror})"
+
+
+@pytest.fixture
+def plan(tmp_path: Path) -> CandidatePlan:
+    p = candidate_plan(cuda=False)
+    yield p
+    import shutil
+
+    shutil.rmtree(p.tmp_dir, ignore_errors=True)
+
+
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+def test_the_candidate_cannot_read_or_write_the_judge(plan: CandidatePlan) -> None:
+    def attack(judge: int) -> dict:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        out = {what: tries(lambda w=what: open(f"/proc/{judge}/{w}", "rb").close()) for what in ("mem", "environ")}
+        out["fd"] = tries(lambda: os.listdir(f"/proc/{judge}/fd"))
+        out["ptrace"] = "ALLOWED" if libc.ptrace(16, judge, None, None) == 0 else "denied"
+        out["process_vm_readv"] = "ALLOWED" if libc.syscall(310, judge, None, 0, None, 0, 0) >= 0 else "denied"
+        out["kill"] = tries(lambda: os.kill(judge, 0))
+        return out
+
+    found = in_confined_child(plan, attack)
+    assert all(v.startswith("denied") for v in found.values()), found
+
+
+@NEEDS_LANDLOCK
+def test_the_candidate_writes_only_its_own_folder_and_reads_no_cache(plan: CandidatePlan, tmp_path: Path) -> None:
+    from kag.core.eval.build import cache_root
+
+    host = tmp_path / "host-file"
+    host.write_text("host")
+    cache = cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "doctor-probe").write_text("secret")
+
+    def attack(_: int) -> dict:
+        return {"own": tries(lambda: Path(plan.tmp_dir, "x").write_text("1")),
+                "host": tries(lambda: host.write_text("pwned")),
+                "tmp": tries(lambda: Path("/tmp", f"kag-probe-{os.getpid()}").write_text("1")),
+                "cache read": tries(lambda: (cache / "doctor-probe").read_text()),
+                "cache write": tries(lambda: (cache / "baselines.json").write_text("{}")),
+                "env": sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k)}
+
+    os.environ["OPENAI_API_KEY"] = "sk-test-never-in-the-candidate"
+    try:
+        found = in_confined_child(plan, attack, seccomp=False)
+    finally:
+        del os.environ["OPENAI_API_KEY"]
+    assert found["own"] == "ALLOWED", found
+    assert all(found[k].startswith("denied") for k in ("host", "tmp", "cache read", "cache write")), found
+    assert found["env"] == [] and host.read_text() == "host"
+
+
+@NEEDS_SECCOMP
+def test_seccomp_refuses_process_creation_and_exec_but_not_threads() -> None:
+    def attack(_: int) -> dict:
+        import threading
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = {"fork": tries(os.fork), "exec": tries(lambda: os.execv("/bin/true", ["true"])),
+               "libc fork": "ALLOWED" if libc.fork() >= 0 else "denied"}
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+        out["thread"] = "ALLOWED"
+        return out
+
+    plan = CandidatePlan(tmp_dir="/tmp", landlock=False, namespaces=False)
+    found = in_confined_child(plan, attack)
+    assert found == {"fork": "denied (Operation not permitted)", "exec": "denied (Operation not permitted)",
+                     "libc fork": "denied", "thread": "ALLOWED"}, found
+
+
+@NEEDS_ROOT
+def test_every_process_of_the_candidate_dies_with_it_in_its_namespace() -> None:
+    """Without seccomp (as on a kernel that lacks it) a double fork with setsid escapes the session;
+    the PID namespace still takes it down when the candidate exits."""
+    r, w = os.pipe()
+
+    def candidate() -> None:
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.write(w, os.readlink("/proc/self").encode().ljust(16))  # its pid as the host sees it
+                time.sleep(60)
+            os._exit(0)
+        time.sleep(0.5)
+
+    pid, made = fork_in_namespace(candidate, new_pid_ns=True)
+    assert made
+    escapee = int(os.read(r, 16))
+    assert os.path.exists(f"/proc/{escapee}")  # alive while the candidate lives
+    os.waitpid(pid, 0)
+    for _ in range(100):
+        try:
+            with open(f"/proc/{escapee}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"process {escapee} outlived the candidate's namespace")
+
+
+def test_a_subreaper_sweep_finds_double_forked_orphans() -> None:
+    """Without a PID namespace (not root), the judge is a subreaper: orphans come back to it."""
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(60)\n"
+            "    os._exit(0)\n")
+    import subprocess
+
+    script = ("import ctypes, subprocess, sys, time\n"
+              "ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"
+              f"subprocess.run([sys.executable, '-c', {code!r}])\n"
+              "time.sleep(0.3)\n"
+              "from kag.core.trust.isolation import descendants, sweep_descendants\n"
+              "import os\n"
+              "found = descendants(os.getpid())\n"
+              "killed = sweep_descendants(os.getpid())\n"
+              "print(len(found), killed, len(descendants(os.getpid())))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    found, killed, left = map(int, out.stdout.split())
+    assert found == 1 and killed >= 1 and left == 0
+
+
+def test_doctor_reports_every_layer() -> None:
+    support = confinement_support()
+    for layer in ("landlock", "seccomp", "pid namespace (all its processes die with it)", "judge not dumpable"):
+        assert layer in support
+    if confine.landlock_abi():
+        assert support["landlock"].startswith("yes")
+
+
+def test_seccomp_program_allows_signals_only_to_itself() -> None:
+    prog = confine.seccomp_program(own_pid=1234)
+    assert len(prog) % 8 == 0 and len(prog) // 8 < 200
+    if confine.arch() not in confine.SYSCALLS:
+        pytest.skip("no syscall table for this arch")
+
+    def attack(_: int) -> dict:
+        me = os.getpid()
+        return {"self": tries(lambda: os.kill(me, 0)), "group": tries(lambda: os.kill(0, 0)),
+                "init": tries(lambda: os.kill(1, 0)) if me != 1 else "denied (own pid is 1)"}
+
+    found = in_confined_child(CandidatePlan(tmp_dir="/tmp", landlock=False, namespaces=False), attack)
+    assert found["self"] == "ALLOWED" and found["group"] == "ALLOWED" and found["init"].startswith("denied")
