@@ -39,7 +39,7 @@ CASES = {
 
 
 def confine_child(case: dict, tmp: str) -> dict:
-    from kag.core import confine as c
+    from kag.core.trust import confine as c
 
     done = []
     if case.get("uid"):
@@ -79,7 +79,7 @@ def child_main(conn, case: dict, tmp: str, parent: int) -> None:
         t = torch.arange(8, device=DEVICE, dtype=torch.float32) * 3
         (torch.cuda.synchronize() if DEVICE == 'cuda' else None)
         if case.get("seccomp"):
-            from kag.core import confine as c
+            from kag.core.trust import confine as c
             c.apply_seccomp(own_pid=os.getpid())
             res["applied"].append("seccomp")
         try:

@@ -22,8 +22,8 @@ VARIANTS = {
 
 def child(extra: dict) -> None:
     sys.path.insert(0, REPO)
-    from kag.core import confine
-    from kag.core.isolation import candidate_plan
+    from kag.core.trust import confine
+    from kag.core.trust.isolation import candidate_plan
 
     plan = candidate_plan(cuda=True)
     policy = confine.LandlockPolicy(read=plan.read_paths + tuple(extra.get("read", ())),
