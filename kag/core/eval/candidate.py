@@ -35,6 +35,8 @@ import sys
 import time
 from typing import Any
 
+from kag.core.eval.spec import CandidateSpec
+from kag.core.records import from_dict
 from kag.core.trace import mark
 
 OP_CALL, OP_NULL, OP_MSG = 1, 2, 3
@@ -57,14 +59,14 @@ def extents(out: Any, on_cpu: bool) -> bytes:
     return COUNT.pack(len(found)) + b"".join(found)
 
 
-def _task_and_init_inputs(spec: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+def _task_and_init_inputs(spec: CandidateSpec) -> tuple[dict[str, Any], list[Any]]:
     """The task module's namespace and its ``get_init_inputs()``, seeded as the judge seeds them."""
     import torch
 
     from kag.core.tasks import load_module
 
-    ns = load_module(spec["task_code"], spec["task_path"])
-    torch.manual_seed(spec["init_seed"])
+    ns = load_module(spec.task_code, spec.task_path)
+    torch.manual_seed(spec.init_seed)
     return ns, ns["get_init_inputs"]()
 
 
@@ -251,14 +253,14 @@ class Harness:
             self.shapes = []
             self.send(("dummy", None))
         elif op == "reference":  # calibration: the task's own Model on the path a call takes
-            self.load_reference(arg)
+            self.load_reference(from_dict(CandidateSpec, arg))
         elif op == "drop":  # ... and gone again before model_new.py is imported
             self.model = self.forward = self.last = None
             self.reference_calls = False
             self.own_times.clear()
             self.send(("dropped", None))
         elif op == "spec":
-            self.load(arg)
+            self.load(from_dict(CandidateSpec, arg))
         elif op == "state":
             self.load_state(arg)
         elif op == "buffers":
@@ -325,26 +327,26 @@ class Harness:
         mark("candidate", "device, profiler and seccomp ready")
         self.send(("prepared", {"pid": os.getpid(), "layers": layers}))
 
-    def load_reference(self, spec: dict[str, Any]) -> None:
+    def load_reference(self, spec: CandidateSpec) -> None:
         """The task's Model, built as the judge builds it, as what a call runs (no solution code
         exists in this process yet)."""
         ns, init_inputs = _task_and_init_inputs(spec)
-        self.model = self.forward = self._construct(ns["Model"], init_inputs, spec["init_seed"])
+        self.model = self.forward = self._construct(ns["Model"], init_inputs, spec.init_seed)
         self.reference_calls = True
         self.send(("reference", None))
 
-    def load(self, spec: dict[str, Any]) -> None:
+    def load(self, spec: CandidateSpec) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""
         from kag.core.eval.guarding import snapshot_identities
 
         _, init_inputs = _task_and_init_inputs(spec)
         self.snapshot = snapshot_identities()  # what model_new may not replace (reported, not trusted)
-        module = _import_model_new(spec["model_new_path"], spec.get("module_dir"))
+        module = _import_model_new(spec.model_new_path, spec.module_dir)
         cls = getattr(module, "ModelNew", None)
         if cls is None:
             self.send(("error", "exception", "model_new.py defines no ModelNew class"))
             return
-        self.model = self.forward = self._construct(cls, init_inputs, spec["init_seed"])
+        self.model = self.forward = self._construct(cls, init_inputs, spec.init_seed)
         mark("candidate", "ModelNew built")
         self.send(("ready", {"pid": os.getpid()}))
 

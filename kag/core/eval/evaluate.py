@@ -25,7 +25,8 @@ from typing import Any
 import attrs
 
 from kag.core.plugins import Plugins
-from kag.core.records import EvalResult, RewardValue, Solution, Task, TimingStats, Violation, from_dict
+from kag.core.eval.spec import JudgeReport, JudgeSpec, Timeouts
+from kag.core.records import EvalResult, RewardValue, Solution, Task, Violation
 
 # torch.compile modes the compile baseline accepts ("default" is torch's mode=None); listed once
 # for EvalOptions.compile_mode, the baseline plugin and the CLI's --compile-mode choices.
@@ -33,17 +34,6 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "ma
 ERROR_KINDS = ("build", "guard", "timeout", "crash", "cuda_error", "oom", "mismatch", "exception")
 INIT_SEED = 42  # weights are not secret: the candidate receives them anyway
 RUNTIME_GUARDS_WIRED = True  # guards judge what every call did (check_observations, in the judge)
-
-
-@attrs.define
-class Timeouts:
-    """Wall-clock limits in seconds per phase."""
-
-    build_s: float = 180.0  # one compile bomb must not hold a worker for long
-    baseline_s: float = 900.0
-    load_s: float = 120.0
-    check_s: float = 120.0
-    timing_s: float = 600.0
 
 
 @attrs.define
@@ -161,26 +151,26 @@ def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOpti
 
 
 def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str, model_new_path: str,
-                module_dir: str | None, runtime_guards: list[str], guard_opts: dict[str, Any]) -> dict[str, Any]:
+                module_dir: str | None, runtime_guards: list[str], guard_opts: dict[str, Any]) -> JudgeSpec:
     tolerance = tolerance_name(options, plugins)
     baselines = []
     for name in options.baselines:
         plugins.entry("baseline", name)
         baselines.append((name, options.compile_mode if name == "compile" else "default"))
-    return {
-        "task_code": task.code, "task_path": task.path or f"<task {task.name}>", "task_hash": task.code_hash,
-        "device": device, "backend": options.backend, "model_new_path": model_new_path,
-        "module_dir": module_dir, "tolerance": tolerance, "baselines": baselines,
-        "num_checks": options.num_checks, "num_timed": options.num_timed, "warmup": options.warmup,
-        "seed": options.seed, "init_seed": INIT_SEED, "do_correctness": options.do_correctness,
-        "do_timing": options.do_timing, "timeouts": attrs.asdict(options.timeouts),
-        "cache_dir": options.cache_dir, "use_baseline_cache": options.use_baseline_cache,
-        "runtime_guards": runtime_guards, "guard_options": guard_opts,
-        "plugin_selection": plugins.names_selected(), "plugin_builtins": _guard_builtins(plugins, runtime_guards),
-        "extension_path": extension_path(module_dir),
-        "host_memory_bytes": int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
-        "reference_calibration": options.reference_calibration,
-    }
+    return JudgeSpec(
+        task_code=task.code, task_path=task.path or f"<task {task.name}>", task_hash=task.code_hash,
+        device=device, backend=options.backend, model_new_path=model_new_path,
+        module_dir=module_dir, tolerance=tolerance, baselines=baselines,
+        num_checks=options.num_checks, num_timed=options.num_timed, warmup=options.warmup,
+        seed=options.seed, init_seed=INIT_SEED, do_correctness=options.do_correctness,
+        do_timing=options.do_timing, timeouts=attrs.evolve(options.timeouts),
+        cache_dir=options.cache_dir, use_baseline_cache=options.use_baseline_cache,
+        runtime_guards=list(runtime_guards), guard_options=dict(guard_opts),
+        plugin_selection=plugins.names_selected(), plugin_builtins=_guard_builtins(plugins, runtime_guards),
+        extension_path=extension_path(module_dir),
+        host_memory_bytes=int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
+        reference_calibration=options.reference_calibration,
+    )
 
 
 def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
@@ -196,24 +186,23 @@ def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
     return sorted(set(extra))
 
 
-def _merge(result: EvalResult, report: dict[str, Any]) -> None:
-    result.correct = bool(report.get("correct", False))
-    if report.get("error"):
-        result.error, result.error_kind = report["error"], report.get("error_kind") or "exception"
+def _merge(result: EvalResult, report: JudgeReport) -> None:
+    result.correct = report.correct
+    if report.error:
+        result.error, result.error_kind = report.error, report.error_kind or "exception"
     result.violations += [Violation(guard=str(v.get("guard")), detail=str(v.get("detail")))
-                          for v in report.get("violations", [])]
+                          for v in report.violations]
     if result.violations and not result.error:
         result.error_kind = "guard"
         result.error = "; ".join(f"{v.guard}: {v.detail}" for v in result.violations)
-    result.times_ms.update(report.get("times_ms", {}))
-    result.timing.update({k: from_dict(TimingStats, v) for k, v in report.get("timing", {}).items()})
-    result.device = report.get("device", {})
-    result.peak_memory_mb = report.get("peak_memory_mb")
-    result.durations_s.update(report.get("durations_s", {}))
-    for key in ("baseline_cache", "notes", "candidate_output", "judge_error", "confinement", "calibration",
-                "observed", "rechecked_calls"):
-        if report.get(key):
-            result.metadata[key] = report[key]
+    result.times_ms.update(report.times_ms)
+    result.timing.update(report.timing)
+    result.device = report.device
+    result.peak_memory_mb = report.peak_memory_mb
+    result.durations_s.update(report.durations_s)
+    for key in JudgeReport.METADATA:
+        if getattr(report, key):
+            result.metadata[key] = getattr(report, key)
 
 
 def speedups(result: EvalResult) -> None:

@@ -25,6 +25,8 @@ from kag.core.eval.judge_calls import CandidateCalls
 from kag.core.eval.judge_inputs import fill_in_place, to_device
 from kag.core.trust.procs import die_with_parent
 from kag.core.eval.reference64 import Float64Reference
+from kag.core.eval.spec import JudgeReport, JudgeSpec
+from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
@@ -32,7 +34,7 @@ class Judge(CandidateCalls):
     """The reference, its inputs and seeds, the baselines; the calls of the candidate are driven by
     ``CandidateCalls`` (kag.core.eval.judge_calls)."""
 
-    def __init__(self, spec: dict[str, Any], notify: Callable[[tuple], None]):
+    def __init__(self, spec: JudgeSpec, notify: Callable[[tuple], None]):
         import torch
 
         from kag.core.trust.procs import rebuild_plugins
@@ -41,25 +43,24 @@ class Judge(CandidateCalls):
 
         self.spec = spec
         self.notify = notify
-        self.device = spec["device"]
+        self.device = spec.device
         self.cuda = self.device.startswith("cuda")
-        self.plugins = rebuild_plugins(spec.get("plugin_selection", {}), spec.get("plugin_builtins", ()))
-        self.report: dict[str, Any] = {"timing": {}, "times_ms": {}, "durations_s": {}, "baseline_cache": {},
-                                       "violations": [], "notes": []}
+        self.plugins = rebuild_plugins(spec.plugin_selection, spec.plugin_builtins)
+        self.report = JudgeReport()
         self.clock = Clock(self.device)
-        self.ns = load_module(spec["task_code"], spec["task_path"])
-        torch.manual_seed(spec["init_seed"])
+        self.ns = load_module(spec.task_code, spec.task_path)
+        torch.manual_seed(spec.init_seed)
         init_inputs = self.ns["get_init_inputs"]()
-        torch.manual_seed(spec["init_seed"])
+        torch.manual_seed(spec.init_seed)
         with torch.device(self.device):
             self.model = self.ns["Model"](*init_inputs).to(self.device)
-        self.secret = spec.get("seed")
+        self.secret = spec.seed
         if self.secret is None:
             self.secret = secrets.randbits(62)
         self.local = self.make_inputs(self.secret)  # the baselines' input buffer
         self.buffer: list[Any] = self.local  # the candidate's, shared with this process, once it exists
         self.ref64 = Float64Reference(self.model, self.make_inputs)
-        self.tolerance = self.plugins.create("tolerance", spec["tolerance"]).tolerance
+        self.tolerance = self.plugins.create("tolerance", spec.tolerance).tolerance
         self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
         from kag.core.eval.judge_timing import CandidateTiming
 
@@ -93,7 +94,7 @@ class Judge(CandidateCalls):
         from kag.core.eval.compare import compare_outputs
 
         return self.ref64.settle(compare_outputs(ref, out, self.tolerance), ref, out, self.tolerance, seed, where,
-                                 self.report["notes"])
+                                 self.report.notes)
 
     def free(self) -> None:
         gc.collect()
@@ -103,14 +104,14 @@ class Judge(CandidateCalls):
             torch.cuda.empty_cache()
 
     def fail(self, kind: str, error: str) -> bool:
-        self.report.update(correct=False, error_kind=kind, error=error)
+        self.report.fail(kind, error)
         return False
 
     # -- baselines ------------------------------------------------------------------------------
     def time_baselines(self) -> None:
         """Each baseline's timing from kag.core.eval.baseline_cache (a verified, settled cache entry, or
-        timed here until it settles); ``report["baseline_cache"][name]`` gets its ``info`` (source,
-        status, age, runs: see ``BaselineCache.obtain``) and ``report["notes"]`` its warnings."""
+        timed here until it settles); ``report.baseline_cache[name]`` gets its ``info`` (source,
+        status, age, runs: see ``BaselineCache.obtain``) and ``report.notes`` its warnings."""
         import torch
 
         from kag.core.eval.baseline_cache import BaselineCache, BaselineKey
@@ -118,16 +119,16 @@ class Judge(CandidateCalls):
         from kag.core.eval.timing import summarize
 
         spec = self.spec
-        info = self.report["device"]
+        info = self.report.device
         device_key = info["name"] + ("" if self.cuda else f"/{info.get('threads')}t")
-        cache = BaselineCache(spec.get("cache_dir"))
+        cache = BaselineCache(spec.cache_dir)
         saved, self.buffer = self.buffer, self.local
         try:
-            for name, mode in spec["baselines"]:
+            for name, mode in spec.baselines:
                 start = time.perf_counter()
                 # "judge-wall": timed by kag.core.eval.judge_timing (entries timed otherwise are not reused)
-                key = BaselineKey(spec["task_hash"], device_key, torch.__version__, name, f"{mode}|judge-wall",
-                                  spec["num_timed"])
+                key = BaselineKey(spec.task_hash, device_key, torch.__version__, name, f"{mode}|judge-wall",
+                                  spec.num_timed)
                 prepared: list[Any] = []  # the baseline, prepared once however often it is timed
 
                 def measure() -> Any:
@@ -136,20 +137,20 @@ class Judge(CandidateCalls):
                     with torch.no_grad():
                         return summarize(time_in_process(lambda: prepared[0](*self.local), self.refill,
                                                          self.clock.flush, self.clock.synchronize,
-                                                         warmup=spec["warmup"], iters=spec["num_timed"]))
+                                                         warmup=spec.warmup, iters=spec.num_timed))
 
-                got = cache.obtain(key, measure, use_cache=spec.get("use_baseline_cache", True))
-                self.report["baseline_cache"][name] = got.info
-                self.report["notes"] += got.notes
+                got = cache.obtain(key, measure, use_cache=spec.use_baseline_cache)
+                self.report.baseline_cache[name] = got.info
+                self.report.notes += got.notes
                 if prepared:
                     prepared.clear()
                     if hasattr(torch, "_dynamo"):
                         torch._dynamo.reset()
                     self.free()
                 stats = got.stats
-                self.report["timing"][name] = stats
-                self.report["times_ms"][name] = stats.median_ms
-                self.report["durations_s"][f"baseline_{name}"] = round(time.perf_counter() - start, 3)
+                self.report.timing[name] = stats
+                self.report.times_ms[name] = stats.median_ms
+                self.report.durations_s[f"baseline_{name}"] = round(time.perf_counter() - start, 3)
         finally:
             self.buffer = saved
 
@@ -193,7 +194,6 @@ def judge_main(conn: Any) -> None:
         pass
 
     from kag.core.trust.isolation import candidate_plan
-    from kag.core.records import to_dict
     from kag.core.eval.timing import device_info
 
     mark("judge", "torch imported")
@@ -211,55 +211,63 @@ def judge_main(conn: Any) -> None:
         early.close(grace_s=0.0)
         capture.close()
         return
-    spec = msg[1]
-    if spec.get("host_memory_bytes"):
-        early.host_memory_bytes = int(spec["host_memory_bytes"])
-    if spec.get("visible_devices") is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = spec["visible_devices"]
-    report: dict[str, Any] = {}
+    try:
+        spec = from_dict(JudgeSpec, msg[1])
+    except (ValueError, TypeError) as exc:  # an orchestrator of another kag version
+        report = JudgeReport()
+        report.fail("exception", f"the judge could not read its spec: {exc}", judge_error=True)
+        early.close(grace_s=0.0)
+        capture.close()
+        conn.send(("result", json.dumps(to_dict(report), default=str)))
+        return
+    if spec.host_memory_bytes:
+        early.host_memory_bytes = int(spec.host_memory_bytes)
+    if spec.visible_devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = spec.visible_devices
+    report = JudgeReport()
     judge: Judge | None = None
     start = time.perf_counter()
     try:
-        env = {"CUDA_VISIBLE_DEVICES": spec["visible_devices"]} if spec.get("visible_devices") is not None else {}
+        env = {"CUDA_VISIBLE_DEVICES": spec.visible_devices} if spec.visible_devices is not None else {}
         early.resume()
         early.ring(3)  # OP_MSG: prepare runs while the judge loads the reference
-        early.send(("prepare", {"device": spec["device"], "env": env, "seccomp": plan.seccomp}))
+        early.send(("prepare", {"device": spec.device, "env": env, "seccomp": plan.seccomp}))
         judge = Judge(spec, conn.send)
         report = judge.report
         mark("judge", "reference model and inputs made")
-        prepared = early.receive(spec["timeouts"]["load_s"], "starting the candidate process")
+        prepared = early.receive(spec.timeouts.load_s, "starting the candidate process")
         if prepared[0] != "prepared":
             raise CandidateFailure("exception", f"starting the candidate: unexpected reply {prepared[0]!r}")
         early.stop()
-        report["confinement"] = list(prepared[1].get("layers", []))
-        report["device"] = device_info(judge.device, spec["backend"])
-        report["durations_s"]["reference"] = round(time.perf_counter() - start, 3)
+        report.confinement = list(prepared[1].get("layers", []))
+        report.device = device_info(judge.device, spec.backend)
+        report.durations_s["reference"] = round(time.perf_counter() - start, 3)
         mark("judge", "reference ready")
-        if spec["do_timing"]:
+        if spec.do_timing:
             judge.time_baselines()
             mark("judge", "baselines timed")
         cand = judge.start_candidate(early)
         mark("judge", "candidate loaded")
-        ok = judge.check(cand) if spec["do_correctness"] else True
+        ok = judge.check(cand) if spec.do_correctness else True
         mark("judge", "checks done")
         timed = False
-        if ok and spec["do_timing"]:
+        if ok and spec.do_timing:
             timed = judge.time_candidate(cand)
             mark("judge", "timing done")
-        if ok and not report.get("error"):
+        if ok and not report.error:
             judge.finish_candidate(cand, timed)
     except CandidateFailure as exc:
-        report.update(correct=False, error_kind=exc.kind, error=str(exc))
+        report.fail(exc.kind, str(exc))
     except Exception as exc:  # noqa: BLE001 - the reference or the harness failed, not the candidate
         from kag.core.trust.procs import describe_exception
 
-        report.update(error_kind="exception", judge_error=True,
-                      error=f"the judge failed (reference model or evaluator): {describe_exception(exc)}")
+        report.fail("exception", f"the judge failed (reference model or evaluator): {describe_exception(exc)}",
+                    judge_error=True)
     finally:
         early.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
-        report["candidate_output"] = capture.close()
-        report.setdefault("durations_s", {})["judge"] = round(time.perf_counter() - start, 3)
+        report.candidate_output = capture.close()
+        report.durations_s["judge"] = round(time.perf_counter() - start, 3)
         # JSON text, not pickled objects: a torch type left in the report would make the
         # orchestrator import torch (seconds) just to read the verdict
         conn.send(("result", json.dumps(to_dict(report), default=str)))

@@ -16,6 +16,8 @@ import time
 from typing import Any
 
 from kag.core.eval.candidate_process import CandidateFailure, CandidateProcess
+from kag.core.eval.spec import JudgeReport, JudgeSpec
+from kag.core.records import to_dict
 from kag.core.trace import mark
 
 
@@ -42,7 +44,10 @@ def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | N
 
 
 class CandidateCalls:
-    """What the judge does with its candidate, call by call."""
+    """What the judge does with its candidate, call by call (a part of ``Judge``, which holds these)."""
+
+    spec: JudgeSpec
+    report: JudgeReport
 
     def settle(self) -> None:
         """Flush the cache and wait for the judge's own GPU work: where every call and hand-over of
@@ -59,7 +64,7 @@ class CandidateCalls:
         from kag.core.eval.judge_timing import NULL_CALLS, POST_CALIBRATIONS, GpuProbe, PathCalibration
 
         spec = self.spec
-        load_s = spec["timeouts"]["load_s"]
+        load_s = spec.timeouts.load_s
         start = time.perf_counter()
         if self.cuda:  # the candidate is stopped and its device idle: the probe's idle latency now
             self.probe = GpuProbe(self.device, CandidateFailure)
@@ -86,16 +91,16 @@ class CandidateCalls:
             del reply
         cand.exchange(("dummy", None), load_s, phase, expect="dummy")
         self.free()
-        self.report["calibration"] = {"null_call_us": round(self.cal.null_overhead_s * 1e6, 2),
+        self.report.calibration = {"null_call_us": round(self.cal.null_overhead_s * 1e6, 2),
                                       "post_us": median_ms(self.cal.post_s, 1e6, 1)}
         if self.probe is not None:
-            self.report["calibration"]["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
+            self.report.calibration["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
         reply, _ = cand.exchange(("buffers", input_description(self.local, self.device)), load_s,
                                  "allocating the input buffer", expect="buffers")
         self.buffer = list(reply[1])
-        cspec = {k: spec[k] for k in ("task_code", "task_path", "init_seed", "model_new_path", "module_dir")}
-        if spec.get("reference_calibration") and spec["do_timing"] and self.report["times_ms"].get("eager"):
-            self.calibrate_with_reference(cand, cspec, self.report["times_ms"]["eager"] / 1000.0)
+        cspec = to_dict(spec.candidate())  # all the candidate is told of the task
+        if spec.reference_calibration and spec.do_timing and self.report.times_ms.get("eager"):
+            self.calibrate_with_reference(cand, cspec, self.report.times_ms["eager"] / 1000.0)
         cand.exchange(("spec", cspec), load_s, "importing model_new.py and building ModelNew", expect="ready")
         buf = io.BytesIO()
         torch.save({k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}, buf)
@@ -103,9 +108,9 @@ class CandidateCalls:
                                   expect="loaded")
         del buf
         if loaded[1].get("unexpected") or loaded[1].get("missing"):
-            self.report["notes"].append(f"state_dict keys not matched: {loaded[1]}")
+            self.report.notes.append(f"state_dict keys not matched: {loaded[1]}")
         cand.exchange(("observe", {"kernels": True}), load_s, "starting the observer", expect="observing")
-        self.report["durations_s"]["load"] = round(time.perf_counter() - start, 3)
+        self.report.durations_s["load"] = round(time.perf_counter() - start, 3)
         return cand
 
     def calibrate_with_reference(self, cand: CandidateProcess, cspec: dict[str, Any], eager_s: float) -> None:
@@ -116,7 +121,7 @@ class CandidateCalls:
         every call of the solution as the null path's is on the CPU."""
         from kag.core.eval.judge_timing import REFERENCE_CALLS, REFERENCE_WARMUP
 
-        load_s = self.spec["timeouts"]["load_s"]
+        load_s = self.spec.timeouts.load_s
         phase = "timing the reference through the candidate's path"
         # under the session the timed calls run under, marked as the harness's (not forward's)
         cand.exchange(("reference", cspec), load_s, phase, expect="reference")
@@ -130,7 +135,7 @@ class CandidateCalls:
         cand.exchange(("drop", None), load_s, phase, expect="dropped")
         self.free()
         self.cal.reference_s, self.cal.eager_s = windows, eager_s
-        self.report["calibration"].update(reference_window_ms=median_ms(windows),
+        self.report.calibration.update(reference_window_ms=median_ms(windows),
                                           path_us=round(self.cal.overhead_s * 1e6, 2))
 
     def post(self, cand: CandidateProcess, k: int, timeout_s: float, phase: str) -> tuple[Any, float]:
@@ -168,13 +173,13 @@ class CandidateCalls:
 
         from kag.core.eval.judge_timing import CandidateTiming
 
-        n = self.spec["num_checks"]
-        limit = self.spec["timeouts"]["check_s"]
+        n = self.spec.num_checks
+        limit = self.spec.timeouts.check_s
         self.check_timing = CandidateTiming()
         start = time.perf_counter()
         try:
             for k in range(n):
-                seed = secrets.randbits(62) if self.spec.get("seed") is None else self.secret + 7 + k
+                seed = secrets.randbits(62) if self.spec.seed is None else self.secret + 7 + k
                 inputs = self.make_inputs(seed)
                 self.fill(inputs)
                 with torch.no_grad():
@@ -192,9 +197,9 @@ class CandidateCalls:
                 if mismatch is not None:
                     return self.fail("mismatch", f"check {k + 1} of {n}: {mismatch}")
         finally:
-            self.report["durations_s"]["checks"] = round(time.perf_counter() - start, 3)
+            self.report.durations_s["checks"] = round(time.perf_counter() - start, 3)
             self.free()
-        self.report["correct"] = True
+        self.report.correct = True
         return True
 
     def time_candidate(self, cand: CandidateProcess) -> bool:
@@ -205,14 +210,14 @@ class CandidateCalls:
         from kag.core.eval.judge_timing import CandidateTiming, choose_rechecked
 
         spec = self.spec
-        warmup, iters = spec["warmup"], spec["num_timed"]
-        deadline = time.monotonic() + spec["timeouts"]["timing_s"]
-        chosen = choose_rechecked(iters, spec["do_correctness"])
+        warmup, iters = spec.warmup, spec.num_timed
+        deadline = time.monotonic() + spec.timeouts.timing_s
+        chosen = choose_rechecked(iters, spec.do_correctness)
         timing = CandidateTiming()
-        cand.exchange(("observe", {"kernels": False}), spec["timeouts"]["load_s"], "starting the timing observer",
+        cand.exchange(("observe", {"kernels": False}), spec.timeouts.load_s, "starting the timing observer",
                       expect="observing")
         start = time.perf_counter()
-        self.report["rechecked_calls"] = len(chosen)
+        self.report.rechecked_calls = len(chosen)
         spent = {"refill": 0.0, "calls": 0.0, "rechecks": 0.0}  # where the judge's time went
         for k in range(warmup + iters):
             i = k - warmup
@@ -221,7 +226,7 @@ class CandidateCalls:
             self.settle()
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CandidateFailure("timeout", f"timing did not finish within {spec['timeouts']['timing_s']:g} s")
+                raise CandidateFailure("timeout", f"timing did not finish within {spec.timeouts.timing_s:g} s")
             t1 = time.perf_counter()
             window = cand.call(k + 100_000, left, "timing")
             t2 = time.perf_counter()
@@ -249,9 +254,9 @@ class CandidateCalls:
                     return False
                 timing.verified.append(len(timing.windows_s) - 1)
         for part, seconds in spent.items():
-            self.report["durations_s"][f"timing_{part}"] = round(seconds, 3)
+            self.report.durations_s[f"timing_{part}"] = round(seconds, 3)
         self.record_timing(timing)
-        self.report["durations_s"]["timing"] = round(time.perf_counter() - start, 3)
+        self.report.durations_s["timing"] = round(time.perf_counter() - start, 3)
         mark("judge", "timed calls done")
         return True
 
@@ -267,20 +272,20 @@ class CandidateCalls:
         estimates, fold = merged.estimates_s(self.cal)
         checked, _ = self.check_timing.estimates_s(self.cal)
         stats = summarize([e * 1000.0 for e in estimates])
-        self.report["calibration"].update(window_ms=median_ms(timing.windows_s), post_ms=median_ms(merged.post_s),
+        self.report.calibration.update(window_ms=median_ms(timing.windows_s), post_ms=median_ms(merged.post_s),
                                           post_calibrated_ms=median_ms(self.cal.post_s), fold_ms=round(fold * 1e3, 4))
-        self.report["timing"]["candidate"] = stats
-        self.report["times_ms"]["candidate"] = stats.median_ms
-        self.report["timing"]["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])
+        self.report.timing["candidate"] = stats
+        self.report.times_ms["candidate"] = stats.median_ms
+        self.report.timing["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])
         if fold > 0:
-            self.report["notes"].append(f"handing over outputs took {fold * 1e3:.4g} ms longer than calibrated: "
+            self.report.notes.append(f"handing over outputs took {fold * 1e3:.4g} ms longer than calibrated: "
                                         f"added to every timed call (work done after the call returned)")
         if self.probe is not None and self.probe.waits:
-            self.report["calibration"]["probe_waits"] = {"null_calls": self.cal.probe_waits,
+            self.report.calibration["probe_waits"] = {"null_calls": self.cal.probe_waits,
                                                          "calls": self.probe.waits}
         why = skipped_work(estimates, [estimates[i] for i in timing.verified] + checked)
         if why:
-            self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})
+            self.report.violations.append({"guard": "evaluator", "detail": f"timing: {why}"})
 
     def finish_candidate(self, cand: CandidateProcess, timed: bool) -> None:
         """Stop the observer; the guards judge what every call did; cross-check the candidate's
@@ -290,31 +295,31 @@ class CandidateCalls:
         from kag.core.eval.observe import Observations
         from kag.core.records import from_dict
 
-        reply, _ = cand.exchange(("finish", None), self.spec["timeouts"]["check_s"], "stopping the observer",
+        reply, _ = cand.exchange(("finish", None), self.spec.timeouts.check_s, "stopping the observer",
                                  expect="finished")
         obs = from_dict(Observations, reply[1]["observations"])
         own = [float(t) for t in reply[1].get("own_times_ms", [])]
         peak = reply[1].get("peak_memory_mb")
         if isinstance(peak, (int, float)) and math.isfinite(peak) and peak >= 0:
-            self.report["peak_memory_mb"] = float(peak)  # the candidate's report: shown, never scored
-        info = RunInfo(device="cuda" if self.cuda else "cpu", solution_dir=os.path.dirname(self.spec["model_new_path"]),
-                       extension_path=self.spec.get("extension_path"), allow_cublas=bool(self.spec.get("guard_options", {}).get("allow_cublas", True)),
-                       allow_cudnn=bool(self.spec.get("guard_options", {}).get("allow_cudnn", True)))
-        guards = [self.plugins.create("guard", n, **self.spec.get("guard_options", {}))
-                  for n in self.spec.get("runtime_guards", [])]
+            self.report.peak_memory_mb = float(peak)  # the candidate's report: shown, never scored
+        info = RunInfo(device="cuda" if self.cuda else "cpu", solution_dir=os.path.dirname(self.spec.model_new_path),
+                       extension_path=self.spec.extension_path, allow_cublas=bool(self.spec.guard_options.get("allow_cublas", True)),
+                       allow_cudnn=bool(self.spec.guard_options.get("allow_cudnn", True)))
+        guards = [self.plugins.create("guard", n, **self.spec.guard_options)
+                  for n in self.spec.runtime_guards]
         for v in run_observation_guards(guards, obs, info):
-            self.report["violations"].append({"guard": str(v.guard), "detail": str(v.detail)})
-        self.report["observed"] = {"calls": obs.calls, "ops": dict(sorted(obs.ops.items())[:20]),
+            self.report.violations.append({"guard": str(v.guard), "detail": str(v.detail)})
+        self.report.observed = {"calls": obs.calls, "ops": dict(sorted(obs.ops.items())[:20]),
                                    "kernels": len(obs.kernels), "error": obs.error}
         if obs.post_ops:  # solution code ran when an output was asked for: the work after the call
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(obs.post_ops.items())[:5])
-            self.report["violations"].append({"guard": "evaluator", "detail": (
+            self.report.violations.append({"guard": "evaluator", "detail": (
                 f"timing: the candidate ran {ops} while handing an output over: work done after its call "
                 f"returned, where the call's time does not count it")})
-        if timed and "candidate" in self.report["times_ms"]:
-            own_timed = own[-self.spec["num_timed"]:]
-            if own_timed and "calibration" in self.report:
-                self.report["calibration"]["own_ms"] = median_ms(own_timed, 1.0)
-            why = cross_check(own_timed, self.report["times_ms"]["candidate"])
+        if timed and "candidate" in self.report.times_ms:
+            own_timed = own[-self.spec.num_timed:]
+            if own_timed and self.report.calibration:
+                self.report.calibration["own_ms"] = median_ms(own_timed, 1.0)
+            why = cross_check(own_timed, self.report.times_ms["candidate"])
             if why:
-                self.report["violations"].append({"guard": "evaluator", "detail": f"timing: {why}"})
+                self.report.violations.append({"guard": "evaluator", "detail": f"timing: {why}"})

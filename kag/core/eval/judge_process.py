@@ -18,8 +18,19 @@ import threading
 import time
 from typing import Any
 
+import attrs
+
+from kag.core.eval.spec import JudgeReport, JudgeSpec
+from kag.core.records import from_dict, to_dict
 
 JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR")
+
+
+def failed_report(kind: str, error: str) -> JudgeReport:
+    """The verdict when the judge itself gave none (it died, hung or answered garbage)."""
+    report = JudgeReport()
+    report.fail(kind, error, judge_error=True)
+    return report
 
 
 class _Proc:
@@ -86,17 +97,15 @@ class JudgeProcess:
             self._receive()
         return self.candidate_pid is not None
 
-    def run(self, spec: dict[str, Any], visible_devices: str | None) -> dict[str, Any]:
+    def run(self, spec: JudgeSpec, visible_devices: str | None) -> JudgeReport:
         """Send the spec and wait for the report under an overall deadline."""
-        t = spec["timeouts"]
-        budget = (t["baseline_s"] * max(1, len(spec["baselines"])) + 2 * t["load_s"]
-                  + spec["num_checks"] * t["check_s"] + t["timing_s"] + 120.0)
-        report: dict[str, Any] | None = None
+        budget = spec.run_budget_s()
+        report: JudgeReport | None = None
         try:
-            self.conn.send(("spec", dict(spec, visible_devices=visible_devices)))
+            self.conn.send(("spec", to_dict(attrs.evolve(spec, visible_devices=visible_devices))))
         except (OSError, EOFError):
-            return {"error_kind": "exception", "judge_error": True,
-                    "error": f"the judge process ended before it got the spec (exit status {self.proc.exitcode})"}
+            return failed_report("exception", f"the judge process ended before it got the spec "
+                                              f"(exit status {self.proc.exitcode})")
         deadline = time.monotonic() + budget
         while report is None:
             if self.conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
@@ -104,16 +113,18 @@ class JudgeProcess:
                 if msg is None:
                     break
                 if msg[0] == "result":
-                    report = json.loads(msg[1]) if isinstance(msg[1], str) else msg[1]
+                    try:
+                        report = from_dict(JudgeReport, json.loads(msg[1]))
+                    except (ValueError, TypeError) as exc:
+                        report = failed_report("exception", f"the judge's report could not be read: {exc}")
             elif not self.proc.is_alive() and not self.conn.poll(0):
                 break
             elif time.monotonic() > deadline:
-                report = {"error_kind": "timeout", "judge_error": True,
-                          "error": f"the evaluation did not finish within {budget:.0f} s and was killed"}
+                report = failed_report("timeout", f"the evaluation did not finish within {budget:.0f} s and was killed")
         if report is None:
             self.proc.join(timeout=5)
-            report = {"error_kind": "exception", "judge_error": True,
-                      "error": f"the judge process ended without a report (exit status {self.proc.exitcode})"}
+            report = failed_report("exception", f"the judge process ended without a report "
+                                                f"(exit status {self.proc.exitcode})")
         return report
 
     def _receive(self) -> tuple | None:

@@ -1,0 +1,114 @@
+"""The judge boundary, typed: what the orchestrator asks of a judge (``JudgeSpec``), what the judge
+tells its candidate (``CandidateSpec``), and what the judge answers (``JudgeReport``).
+
+Trusted side, except ``CandidateSpec``: the one record the candidate process receives, and the
+only fields of a task it is told (never the seeds, the tolerance or the baselines). Each record
+crosses its process boundary as ``kag.core.records.to_dict`` data and is rebuilt with
+``from_dict``, so a field added on one side and not the other is an error, not a silent loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kag.core.records import TimingStats
+
+
+@attrs.define
+class Timeouts:
+    """Wall-clock limits in seconds per phase."""
+
+    build_s: float = 180.0  # one compile bomb must not hold a worker for long
+    baseline_s: float = 900.0
+    load_s: float = 120.0
+    check_s: float = 120.0
+    timing_s: float = 600.0
+
+
+@attrs.define
+class CandidateSpec:
+    """What the candidate needs to build the task's Model (path calibration) and ModelNew."""
+
+    task_code: str
+    task_path: str
+    init_seed: int
+    model_new_path: str
+    module_dir: str | None = None
+
+
+@attrs.define
+class JudgeSpec:
+    """One evaluation as the judge runs it."""
+
+    task_code: str
+    task_path: str
+    task_hash: str
+    device: str
+    backend: str
+    model_new_path: str
+    tolerance: str
+    init_seed: int
+    module_dir: str | None = None
+    baselines: list[tuple[str, str]] = attrs.field(factory=list)  # (baseline name, compile mode)
+    num_checks: int = 5
+    num_timed: int = 100
+    warmup: int = 10
+    seed: int | None = None  # None: a secret seed the judge draws itself
+    do_correctness: bool = True
+    do_timing: bool = True
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+    cache_dir: str | None = None
+    use_baseline_cache: bool = True
+    runtime_guards: list[str] = attrs.field(factory=list)
+    guard_options: dict[str, Any] = attrs.field(factory=dict)
+    plugin_selection: dict[str, Any] = attrs.field(factory=dict)
+    plugin_builtins: list[str] = attrs.field(factory=list)
+    extension_path: str | None = None
+    host_memory_bytes: int | None = None
+    reference_calibration: bool = False
+    visible_devices: str | None = None  # the GPU the pool lent, set when the judge is handed the spec
+
+    def candidate(self) -> CandidateSpec:
+        return CandidateSpec(task_code=self.task_code, task_path=self.task_path, init_seed=self.init_seed,
+                             model_new_path=self.model_new_path, module_dir=self.module_dir)
+
+    def run_budget_s(self) -> float:
+        """The orchestrator's overall deadline for the judge's answer."""
+        t = self.timeouts
+        return (t.baseline_s * max(1, len(self.baselines)) + 2 * t.load_s + self.num_checks * t.check_s
+                + t.timing_s + 120.0)
+
+
+@attrs.define
+class JudgeReport:
+    """The judge's verdict and measurements; ``kag.core.eval.evaluate`` folds it into an EvalResult."""
+
+    correct: bool = False
+    error: str | None = None
+    error_kind: str | None = None
+    judge_error: bool = False  # the judge itself failed (reference model, evaluator), not the candidate
+    violations: list[dict[str, str]] = attrs.field(factory=list)  # {"guard", "detail"}
+    times_ms: dict[str, float] = attrs.field(factory=dict)
+    timing: dict[str, TimingStats] = attrs.field(factory=dict)
+    device: dict[str, Any] = attrs.field(factory=dict)
+    peak_memory_mb: float | None = None  # as the candidate reports it: shown, never scored
+    durations_s: dict[str, float] = attrs.field(factory=dict)
+    baseline_cache: dict[str, Any] = attrs.field(factory=dict)
+    notes: list[str] = attrs.field(factory=list)
+    candidate_output: str = ""
+    confinement: list[str] = attrs.field(factory=list)
+    calibration: dict[str, Any] = attrs.field(factory=dict)
+    observed: dict[str, Any] = attrs.field(factory=dict)
+    rechecked_calls: int = 0
+
+    def fail(self, kind: str, error: str, judge_error: bool = False) -> None:
+        self.correct, self.error_kind, self.error, self.judge_error = False, kind, error, judge_error
+
+    def violation(self, guard: str, detail: str) -> None:
+        self.violations.append({"guard": guard, "detail": detail})
+
+    # what evaluate copies into EvalResult.metadata when present
+    METADATA = ("baseline_cache", "notes", "candidate_output", "judge_error", "confinement", "calibration",
+                "observed", "rechecked_calls")
