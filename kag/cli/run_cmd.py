@@ -18,7 +18,10 @@ from kag.cli.common import agent_options, make_agent_parts, make_plugins, user_e
 def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backend: str, max_turns: int,
         max_context_tokens: int, num_timed: int, out_dir: str, plugin_pairs: tuple[str, ...],
         config_path: str | None) -> None:
-    """Run one episode on TASK and write OUT/workspace (best solution), summary.json and the trajectory."""
+    """Run one episode on TASK and write OUT/workspace (best solution), summary.json and the trajectory.
+
+    Exit status: 0 the final solution passed, 1 it failed or there is none (reward -1), 2 bad usage or
+    input."""
     from kag.cli.score_cmd import resolve_task
     from kag.core.agent.loop import Agent
     from kag.core.records import to_dict
@@ -58,3 +61,4 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
     if result is not None:
         click.echo(format_eval(result))
     click.echo(f"best solution: {best}   trajectory: {out / 'trajectories.jsonl'}")
+    raise SystemExit(0 if result is not None and result.ok else 1)

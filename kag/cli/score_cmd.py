@@ -2,8 +2,9 @@
 
 ``--task`` takes a task file (``model.py``) or a dataset id such as ``kernelbench:level1/19``;
 ``--solution`` a workspace or solution folder (``model_new.py`` + ``kernels/``). ``--workspace DIR``
-is short for ``--task DIR/model.py --solution DIR`` (what the skill scripts pass). Exit status 0
-when the evaluation ran, whatever the verdict; 2 on bad usage or input. Where each baseline's time
+is short for ``--task DIR/model.py --solution DIR`` (what the skill scripts pass). Exit status, as
+test and lint tools have it: 0 the solution passed, 1 the verdict failed (build, guard, mismatch,
+crash, timeout: reward -1), 2 bad usage or input. Where each baseline's time
 came from (the cache and its age, or timed now) is in ``metadata.baseline_cache`` (see
 ``kag.core.eval.baseline_cache.BaselineCache.obtain``) and on the baseline's line of the text report.
 """
@@ -114,7 +115,8 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
          tolerance: str | None, compile_mode: str, num_checks: int, num_timed: int, warmup: int,
          no_baseline_cache: bool, build_timeout: float, no_static_guards: bool, seed: int | None, as_json: bool,
-         server: str | None, reference: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+         server: str | None, reference: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> int:
+    """Evaluate as ``mode`` says and print the result; returns the exit status."""
     import attrs
 
     from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
@@ -142,7 +144,7 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         if reference or is_untouched(task, solution):
             analysis = analyse_reference(task, "cuda" if options.backend == "cuda" else "cpu", compile_mode)
             click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
-            return
+            return 0
     if server:
         from kag.core.eval.server import evaluate_remote
 
@@ -153,27 +155,39 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         click.echo(json.dumps(result_json(result), indent=2))
     else:
         print_report(result)
+    # profile checks nothing: it fails only when the solution did not build or run
+    return verdict_status(result.error is None if mode == "profile" else result.ok)
+
+
+def verdict_status(passed: bool) -> int:
+    return 0 if passed else 1
 
 
 @click.command()
 @_eval_options
 @user_errors
 def score(**kwargs: Any) -> None:
-    """Build, guard, check and time a solution, and compute its reward."""
-    _run("score", **kwargs)
+    """Build, guard, check and time a solution, and compute its reward.
+
+    Exit status: 0 passed, 1 the verdict failed (reward -1), 2 bad usage or input."""
+    raise SystemExit(_run("score", **kwargs))
 
 
 @click.command()
 @_eval_options
 @user_errors
 def verify(**kwargs: Any) -> None:
-    """Build, guard and check a solution (no timing)."""
-    _run("verify", **kwargs)
+    """Build, guard and check a solution (no timing).
+
+    Exit status: 0 correct, 1 the verdict failed (build, guard, mismatch, crash), 2 bad usage or input."""
+    raise SystemExit(_run("verify", **kwargs))
 
 
 @click.command()
 @_eval_options
 @user_errors
 def profile(**kwargs: Any) -> None:
-    """Time a solution against eager and torch.compile (no correctness checks)."""
-    _run("profile", **kwargs)
+    """Time a solution against eager and torch.compile (no correctness checks).
+
+    Exit status: 0 timed, 1 it did not build or run, 2 bad usage or input."""
+    raise SystemExit(_run("profile", **kwargs))

@@ -75,3 +75,14 @@ def test_kag_eval_summarises_and_resumes_after_a_kill(tmp_path):
     assert abs(summary["overall"]["pass_rate"] - 2 / 3) < 1e-9
     assert (out / "fast_p.png").stat().st_size > 1000
     assert "| overall | 3 |" in (out / "summary.md").read_text()
+
+
+def test_kag_run_exits_one_when_the_episode_leaves_no_passing_solution(tmp_path):
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps([{"content": "I will not write a kernel."}]))
+    out = tmp_path / "run"
+    proc = run_kag("run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu",
+                   "--policy", "replay", "--policy-option", f"path={replay}", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reward"] == -1 and summary["turns"] == 1

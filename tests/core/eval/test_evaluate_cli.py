@@ -94,13 +94,20 @@ def test_verify_and_profile_take_a_workspace(workspace):
         assert info["runs"] == 3 and (info["source"] == "cache") == (info["status"] == "hit")
 
 
-def test_a_failing_solution_still_exits_zero(workspace, tmp_path):
+def test_a_failed_verdict_exits_one_as_test_tools_do(workspace, tmp_path):
+    """0 passed, 1 the verdict failed, 2 bad usage or input: scripts can rely on it."""
     (tmp_path / "model_new.py").write_text(MODEL_NEW.replace("x > 0, x", "x > 0, -x"))
     res = run("verify", "--task", str(workspace / "model.py"), "--solution", str(tmp_path), "--backend", "cpu",
               "--json", "--num-checks", "1")
-    assert res.exit_code == 0
+    assert res.exit_code == 1
     data = json.loads(res.stdout)
     assert data["correct"] is False and data["error_kind"] == "mismatch" and data["reward"]["value"] == -1
+    (tmp_path / "model_new.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x)\n")
+    for mode in ("score", "profile"):  # a syntax error fails every mode, the one that checks nothing too
+        res = run(mode, "--task", str(workspace / "model.py"), "--solution", str(tmp_path), "--backend", "cpu",
+                  "--num-checks", "1", "--num-timed", "2", "--warmup", "0")
+        assert res.exit_code == 1, (mode, res.output)
+    assert "Exit status: 0 passed, 1 the verdict failed" in run("score", "--help").output
 
 
 def test_bad_input_exits_two_with_a_message(workspace, tmp_path):
