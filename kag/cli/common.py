@@ -7,13 +7,14 @@ from typing import Any, Callable, Iterable
 
 import click
 
+from kag.core.agent.policy import PolicyError
 from kag.core.config import Config, ConfigError, load_config, parse_value
 from kag.core.eval.server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
 from kag.core.records import JsonlError
 from kag.core.tasks import TaskError
 
-USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError, JsonlError)
+USER_ERRORS: tuple[type[Exception], ...] = (PluginError, ConfigError, TaskError, ServerError, JsonlError, PolicyError)
 
 
 def plugin_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,6 +43,9 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def make_plugins(plugin_pairs: tuple[str, ...], config_path: str | None) -> tuple[Plugins, Config]:
     """Load plugins and apply the selection: defaults < kag.toml [plugins] < --plugin."""
     config = load_config(config_path)
+    from kag.core.hookspecs import KINDS
+
+    config.check_sections(KINDS)
     plugins = Plugins()
     plugins.select(config.plugins)
     plugins.select(parse_plugin_options(plugin_pairs))

@@ -42,10 +42,29 @@ class Config:
             raise ConfigError(f"{self.path}: [plugins] must be a table of KIND = \"NAME\"")
         return {str(k): str(v) if not isinstance(v, list) else ",".join(map(str, v)) for k, v in table.items()}
 
+    def check_sections(self, kinds: tuple[str, ...]) -> None:
+        """A section kag does not read (``[plugin]`` for ``[plugins]``) is an error, not ignored."""
+        import difflib
+
+        known = ["plugins"] + [plural(k) for k in kinds]
+        for name in self.data:
+            if name not in known:
+                near = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean [{near[0]}]? " if near else ""
+                raise ConfigError(f"{self.path}: unknown section [{name}]; {hint}kag reads [plugins] and plugin "
+                                  f"option tables such as [datasets.NAME], [policies.NAME], [crawlers.NAME]")
+
     def options(self, kind_plural: str, name: str) -> dict[str, Any]:
         """Options for one plugin, from a ``[KINDS.NAME]`` table (e.g. ``[datasets.kernelbench]``)."""
         table = self.data.get(kind_plural, {}).get(name, {})
         return dict(table) if isinstance(table, dict) else {}
+
+
+def plural(kind: str) -> str:
+    """The section name of a plugin kind's option tables: policy -> policies, dataset -> datasets."""
+    if kind.endswith("y"):
+        return kind[:-1] + "ies"
+    return kind + ("es" if kind.endswith(("s", "x")) else "s")
 
 
 def parse_value(text: str) -> Any:

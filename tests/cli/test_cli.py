@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 import time
@@ -51,6 +52,26 @@ def test_config_file_selects_plugins(tmp_path):
     bad.write_text("[plugins\n")
     proc = run_kag("plugins", "--config", str(bad))
     assert proc.returncode == 2 and "bad.toml: not valid TOML" in proc.stderr
+
+
+def test_a_section_kag_does_not_read_is_an_error_with_the_fix(tmp_path):
+    (tmp_path / "kag.toml").write_text('[plugin]\nreward = "speedup"\n[policies.replay]\npath = "x.json"\n')
+    proc = run_kag("plugins", cwd=tmp_path)
+    assert proc.returncode == 2 and "unknown section [plugin]; did you mean [plugins]?" in proc.stderr
+    (tmp_path / "kag.toml").write_text('[plugins]\nreward = "speedup"\n[sandboxes.docker]\nimage = "x"\n')
+    assert run_kag("plugins", cwd=tmp_path).returncode == 0
+
+
+def test_input_errors_are_one_line_with_the_fix(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "examples" / "relu" / "cpu"
+    proc = run_kag("run", "--task", str(example / "model.py"), "--backend", "cpu", "--policy", "replay",
+                   "--policy-option", f"path={tmp_path / 'missing.json'}", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2 and "missing.json does not exist; give path=FILE" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    env = {k: v for k, v in os.environ.items() if k != "KAG_KERNELBENCH"}
+    proc = subprocess.run([sys.executable, "-m", "kag.cli.main", "score", "--task", "kernelbench:level1/19",
+                           "--solution", str(example)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and "set KAG_KERNELBENCH=PATH" in proc.stderr and "--task FILE.py" in proc.stderr
 
 
 def test_tasks_json(kernelbench_path):

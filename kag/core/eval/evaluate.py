@@ -321,6 +321,8 @@ def _finish(result: EvalResult, plugins: Plugins, options: EvalOptions, start: f
     if not result.error and options.do_correctness and not result.correct:
         result.error_kind, result.error = "exception", "the evaluation ended without a verdict"
     speedups(result)
+    if not options.do_correctness:  # kag profile: nothing was checked, so nothing passed or failed
+        result.metadata["checks"] = "skipped"
     if options.do_correctness:
         reward = plugins.create("reward", options.reward) if options.reward else plugins.create("reward")
         result.reward = RewardValue(name=getattr(reward, "name", options.reward or "reward"),

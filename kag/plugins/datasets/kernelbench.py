@@ -22,8 +22,9 @@ class KernelBenchDataset:
         raw = path or os.environ.get("KAG_KERNELBENCH")
         if not raw:
             raise TaskError(
-                "no KernelBench path: use --dataset kernelbench:PATH, set KAG_KERNELBENCH, "
-                "or add [datasets.kernelbench] path = \"...\" to kag.toml"
+                "no KernelBench path: set KAG_KERNELBENCH=PATH (the folder holding level1/..level3/), add "
+                "[datasets.kernelbench] path = \"...\" to kag.toml, or pass --dataset kernelbench:PATH where a "
+                "command takes --dataset (kag eval, kag tasks); kag score also takes a task file: --task FILE.py"
             )
         self.root = self._find_root(Path(raw).expanduser())
         if level is None or level == "":

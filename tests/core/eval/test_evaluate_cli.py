@@ -86,7 +86,12 @@ def test_verify_and_profile_take_a_workspace(workspace):
     assert res.exit_code == 0 and "PASS" in res.output and "correct: True" in res.output
     res = run("profile", "--workspace", str(workspace), "--backend", "cpu", "--num-timed", "3", "--warmup", "1",
               "--json")
+    assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    assert data["metadata"]["checks"] == "skipped"
+    text = run("profile", "--workspace", str(workspace), "--backend", "cpu", "--num-timed", "2", "--warmup", "0")
+    assert "TIMED (correctness not checked" in text.output and "correct: not checked" in text.output
+    assert "FAIL" not in text.output
     assert data["times_ms"]["candidate"] > 0 and data["reward"] is None
     cache = data["metadata"]["baseline_cache"]
     assert set(cache) == {"eager", "compile"}
