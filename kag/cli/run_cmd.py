@@ -10,7 +10,13 @@ import click
 from kag.cli.common import agent_options, make_agent_parts, make_plugins, user_errors
 
 
-@click.command()
+@click.command(epilog=(
+    "Policies: replay (the default; --policy-option path=FILE, a .json/.yaml list of assistant messages "
+    "or a trajectories .jsonl), openai (an OpenAI-compatible endpoint: --policy-option base_url=URL "
+    "--policy-option model=NAME), hf, vllm, and human: you play the model. Each turn shows what is new "
+    "(task, tool results), then reads one action: TOOL {json arguments}, e.g. "
+    "read {\"path\": \"model.py\"}; the JSON may span lines until it parses. 'tools' lists the tools "
+    "and their parameters, 'help' the syntax, 'done' (or end of input) finishes."))
 @click.option("--task", "task_spec", required=True, metavar="FILE_OR_ID",
               help="A task .py file or a dataset id such as kernelbench:level1/19.")
 @agent_options

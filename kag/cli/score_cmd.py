@@ -80,8 +80,36 @@ def print_report(result: Any, echo: Callable[[str], None] = click.echo) -> None:
     echo(format_eval(result))
 
 
-def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
+TIMING_ONLY = ("compile_mode", "num_timed", "warmup", "no_baseline_cache")  # not for verify
+CHECKS_ONLY = ("num_checks",)  # not for profile
+PROFILE_ONLY = ("reference",)
+
+
+def _eval_options(mode: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of ``kag MODE``: each command shows only those it uses."""
+    skip = set()
+    if mode == "verify":
+        skip |= set(TIMING_ONLY)
+    if mode == "profile":
+        skip |= set(CHECKS_ONLY)
+    if mode != "profile":
+        skip |= set(PROFILE_ONLY)
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for opt in reversed([o for o in _all_options() if _dest(o) not in skip]):
+            command = opt(command)
+        return plugin_options(command)
+
+    return decorate
+
+
+def _dest(option: Callable[..., Any]) -> str:
+    """The parameter name a click.option decorator binds (applied to a throwaway function)."""
+    return option(lambda: None).__click_params__[-1].name
+
+
+def _all_options() -> list[Callable[..., Any]]:
+    return [
         click.option("--task", "task_spec", metavar="FILE_OR_ID", help="Task file or id, e.g. kernelbench:level1/19."),
         click.option("--solution", "solution_dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Folder with model_new.py and kernels/."),
@@ -104,18 +132,16 @@ def _eval_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Evaluate through a running `kag serve` (judges kept warm: seconds faster); "
                           "default: $KAG_EVAL_SERVER, else in this process."),
         click.option("--reference", is_flag=True,
-                     help="profile: analyse the reference instead (its kernels, eager/compile times, target); "
+                     help="Analyse the reference instead (its kernels, eager/compile times, target); "
                           "automatic while model_new.py is still the starter."),
     ]
-    for opt in reversed(options):
-        command = opt(command)
-    return plugin_options(command)
 
 
 def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
-         tolerance: str | None, compile_mode: str, num_checks: int, num_timed: int, warmup: int,
-         no_baseline_cache: bool, build_timeout: float, no_static_guards: bool, seed: int | None, as_json: bool,
-         server: str | None, reference: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> int:
+         tolerance: str | None, build_timeout: float, no_static_guards: bool, seed: int | None, as_json: bool,
+         server: str | None, plugin_pairs: tuple[str, ...], config_path: str | None, compile_mode: str = "default",
+         num_checks: int = 5, num_timed: int = 100, warmup: int = 10, no_baseline_cache: bool = False,
+         reference: bool = False) -> int:
     """Evaluate as ``mode`` says and print the result; returns the exit status."""
     import attrs
 
@@ -164,7 +190,7 @@ def verdict_status(passed: bool) -> int:
 
 
 @click.command()
-@_eval_options
+@_eval_options("score")
 @user_errors
 def score(**kwargs: Any) -> None:
     """Build, guard, check and time a solution, and compute its reward.
@@ -174,7 +200,7 @@ def score(**kwargs: Any) -> None:
 
 
 @click.command()
-@_eval_options
+@_eval_options("verify")
 @user_errors
 def verify(**kwargs: Any) -> None:
     """Build, guard and check a solution (no timing).
@@ -184,7 +210,7 @@ def verify(**kwargs: Any) -> None:
 
 
 @click.command()
-@_eval_options
+@_eval_options("profile")
 @user_errors
 def profile(**kwargs: Any) -> None:
     """Time a solution against eager and torch.compile (no correctness checks).

@@ -72,9 +72,20 @@ KIND_DEFAULTS: dict[str, str] = {
     "tolerance": "cuda-agent",
     "policy": "replay",
     "algorithm": "ppo",
-    "backend": "cuda",
+    "backend": "auto",  # decided per machine: AUTO_DEFAULTS
     "composer": "rule",
 }
+
+
+def _auto_backend() -> str:
+    from kag.core.eval.gpu_pool import pick_backend  # no torch import: torch/version.py and NVML
+
+    return pick_backend("auto")
+
+
+# Defaults that depend on the machine: the cuda backend where it can run, else cpu (what every
+# command's --backend auto picks, so `kag workspace` and `kag plugins` agree with `kag score`).
+AUTO_DEFAULTS = {"backend": _auto_backend}
 MULTI_KINDS = frozenset({"tool", "guard"})
 
 
@@ -254,6 +265,8 @@ class Plugins:
         if chosen:
             return chosen[0]
         default = KIND_DEFAULTS.get(kind)
+        if default == "auto" and kind in AUTO_DEFAULTS:
+            default = AUTO_DEFAULTS[kind]()
         if default is None or default not in self.registry[kind]:
             valid = ", ".join(self.names(kind)) or "(none installed)"
             raise PluginError(f"no {kind} selected; choose one with --plugin {kind}=NAME from: {valid}")

@@ -116,3 +116,16 @@ def test_malformed_key_value_is_a_usage_error_naming_the_option_and_the_fix(tmp_
         assert result.exit_code == 2, result.output
         assert f"Error: Invalid value for {option}: 'steps' is not KEY=VALUE; write e.g. {option} " in result.output
         assert "Traceback" not in result.output
+
+
+def test_plugins_marks_the_backend_this_machine_gets(tmp_path):
+    from kag.core.eval.gpu_pool import pick_backend
+
+    data = json.loads(run_kag("plugins", "--json", cwd=tmp_path).stdout)["kinds"]["backend"]
+    assert [r["name"] for r in data if r["selected"]] == [pick_backend("auto")]
+    assert all(r["available"] for r in data if r["selected"])
+
+
+def test_run_help_says_how_to_play_the_model():
+    out = CliRunner().invoke(cli, ["run", "--help"]).output
+    assert "human: you play the model" in out and "TOOL {json arguments}" in out and "'done'" in out

@@ -164,3 +164,10 @@ def test_built_cpu_example_scores_through_the_real_cli(tmp_path):
     data = json.loads(proc.stdout)
     assert data["compiled"] and data["correct"], data["error"]
     assert data["durations_s"]["build"] > 0 and data["reward"]["value"] >= 1
+
+
+def test_each_command_shows_only_the_options_it_uses():
+    verify, profile, score = (CliRunner().invoke(cli, [m, "--help"]).output for m in ("verify", "profile", "score"))
+    assert "--num-checks" in verify and "--num-timed" not in verify and "--reference" not in verify
+    assert "--num-timed" in profile and "--reference" in profile and "--num-checks" not in profile
+    assert all(o in score for o in ("--num-checks", "--num-timed", "--compile-mode")) and "--reference" not in score
