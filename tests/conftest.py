@@ -10,14 +10,31 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-KERNELBENCH = Path(os.environ.get("KAG_TEST_KERNELBENCH", REPO.parent / "shared" / "kernelbench"))
+SAMPLE = REPO / "examples" / "kernelbench_sample"  # 22 KernelBench tasks shipped with kag (MIT)
+
+
+def _kernelbench() -> Path:
+    """KAG_TEST_KERNELBENCH (a full KernelBench checkout: levels 1-3, 250 tasks), else a checkout
+    beside the repo (../shared/kernelbench), else the bundled sample: every test runs either way."""
+    if os.environ.get("KAG_TEST_KERNELBENCH"):
+        return Path(os.environ["KAG_TEST_KERNELBENCH"])
+    beside = REPO.parent / "shared" / "kernelbench"
+    return beside if (beside / "level1").is_dir() else SAMPLE
+
+
+KERNELBENCH = _kernelbench()
 
 
 @pytest.fixture(scope="session")
 def kernelbench_path() -> Path:
     if not (KERNELBENCH / "level1").is_dir():
-        pytest.skip(f"KernelBench sample not found at {KERNELBENCH} (set KAG_TEST_KERNELBENCH)")
+        pytest.skip(f"no KernelBench at {KERNELBENCH}: KAG_TEST_KERNELBENCH must name a folder holding level1/..level3/")
     return KERNELBENCH
+
+
+def kernelbench_ids(root: Path, level: int) -> list[int]:
+    """The problem ids present at one level of ``root`` (all of them in a checkout, some in the sample)."""
+    return sorted(int(p.name.split("_", 1)[0]) for p in (root / f"level{level}").glob("*.py") if p.name[0].isdigit())
 
 
 def run_kag(*args: str, env: dict | None = None, cwd: str | Path | None = None,

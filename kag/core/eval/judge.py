@@ -201,15 +201,16 @@ def judge_main(conn: Any) -> None:
     plan = candidate_plan(cuda=os.path.exists("/dev/nvidiactl"))
     early = CandidateProcess(capture.path, plan)  # forked now: no thread runs and CUDA is untouched
     capture.start()
-    conn.send(("candidate", early.pid))
+    conn.send(("candidate", early.pid, plan.tmp_dir))
     try:
         msg = conn.recv()
     except (EOFError, OSError):  # the orchestrator went away before using this judge (warm, unused)
         msg = None
     mark("judge", "spec received")
-    if not isinstance(msg, tuple) or msg[0] != "spec":
+    if not isinstance(msg, tuple) or msg[0] != "spec":  # a warm judge no evaluation took
         early.close(grace_s=0.0)
         capture.close()
+        shutil.rmtree(plan.tmp_dir, ignore_errors=True)
         return
     try:
         spec = from_dict(JudgeSpec, msg[1])
@@ -218,6 +219,7 @@ def judge_main(conn: Any) -> None:
         report.fail("exception", f"the judge could not read its spec: {exc}", judge_error=True)
         early.close(grace_s=0.0)
         capture.close()
+        shutil.rmtree(plan.tmp_dir, ignore_errors=True)
         conn.send(("result", json.dumps(to_dict(report), default=str)))
         return
     if spec.host_memory_bytes:

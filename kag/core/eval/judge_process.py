@@ -88,6 +88,7 @@ class JudgeProcess:
         self.conn = Connection(ours.detach())
         self.proc = _Proc(popen)
         self.candidate_pid: int | None = None
+        self.candidate_tmp: str | None = None  # the candidate's folder: removed once both are dead
         self.closed = False
 
     def torch_ready(self) -> bool:
@@ -135,6 +136,7 @@ class JudgeProcess:
             return None
         if msg[0] == "candidate":
             self.candidate_pid = msg[1]
+            self.candidate_tmp = msg[2] if len(msg) > 2 else None
         return msg
 
     def close(self) -> None:
@@ -161,6 +163,10 @@ class JudgeProcess:
             self.proc.kill()
             self.proc.join(timeout=5)
         self.conn.close()
+        if self.candidate_tmp and not self.proc.is_alive():  # a judge killed mid-way leaves it behind
+            import shutil
+
+            shutil.rmtree(self.candidate_tmp, ignore_errors=True)  # fd-based: links in it are not followed
 
 
 class WarmJudges:

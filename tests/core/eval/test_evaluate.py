@@ -1,6 +1,8 @@
 """End-to-end evaluations on the CPU backend: real spawned judge and candidate processes."""
 
+import os
 import textwrap
+import time
 
 import attrs
 
@@ -194,6 +196,24 @@ def test_next_evaluation_after_a_crash_is_unaffected(task, cache_dir):
     assert crashed.error_kind == "crash"
     good = evaluate(task, GOOD, verify_options(cache_dir))
     assert good.ok and good.reward.value >= 1, good.error
+
+
+def test_judges_leave_no_folder_behind_unused_or_killed():
+    """A warm judge no evaluation took, and one killed without a word: their candidates' folders go."""
+    from kag.core.eval.judge_process import JudgeProcess
+
+    for kill in (False, True):
+        judge = JudgeProcess()
+        deadline = time.monotonic() + 120
+        while not judge.torch_ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        folder = judge.candidate_tmp
+        assert folder and os.path.basename(folder).startswith("kag-cand-") and os.path.isdir(folder)
+        if kill:
+            judge.proc.kill()
+            judge.proc.join(timeout=10)
+        judge.close()
+        assert not os.path.exists(folder), ("killed" if kill else "unused", folder)
 
 
 class _ForbidLoops:
