@@ -27,7 +27,8 @@ def plugin_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Report bad input as one clear line and exit 2, never as a traceback."""
+    """Report bad input as one clear line and exit 2, never as a traceback; Ctrl-C ends every
+    process the command started and exits 130 (``interrupted``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -36,8 +37,39 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except USER_ERRORS as exc:
             click.echo(f"kag: error: {exc}", err=True)
             raise SystemExit(2) from None
+        except KeyboardInterrupt:
+            interrupted(f"kag {fn.__name__.rstrip('_')}: interrupted")
 
     return wrapper
+
+
+def stop_started_processes() -> None:
+    """After a first Ctrl-C: a second one exits at once; every process this one started (judges,
+    their candidates, sandboxed commands) is killed, so nothing of the run outlives it."""
+    import os
+    import signal
+
+    from kag.core.trust.isolation import descendants
+
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    for pid in reversed(descendants(os.getpid())):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def interrupted(message: str) -> None:
+    """End the command after Ctrl-C: processes stopped, ``message`` said, exit status 130 (128 +
+    SIGINT, as shells report it), without waiting for threads still in an episode."""
+    import os
+    import sys
+
+    stop_started_processes()
+    click.echo(message, err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def make_plugins(plugin_pairs: tuple[str, ...], config_path: str | None) -> tuple[Plugins, Config]:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from kag.cli.common import agent_options, make_agent_parts, make_plugins, open_dataset, user_errors
+from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_plugins, open_dataset,
+                            stop_started_processes, user_errors)
 
 
 @click.command(name="eval")
@@ -48,14 +49,23 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     todo = sum(1 for t in loaded.tasks if t.name not in done)
     click.echo(f"kag eval: {len(loaded.tasks)} tasks ({len(loaded.tasks) - todo} already done) with policy {name} "
                f"on {cfg.eval_options.backend}, concurrency {concurrency}", err=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=False) as progress:
-        bar = progress.add_task("episodes", total=todo)
-        if cfg.eval_options.backend != "cpu":  # one judge started ahead per episode in flight
-            from kag.core.eval.judge_process import keep_judges_warm
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=False) as progress:
+            bar = progress.add_task("episodes", total=todo)
+            if cfg.eval_options.backend != "cpu":  # one judge started ahead per episode in flight
+                from kag.core.eval.judge_process import keep_judges_warm
 
-            keep_judges_warm(concurrency)
-        run_all(loaded.tasks, out, run_one, concurrency, progress=lambda: progress.advance(bar))
+                keep_judges_warm(concurrency)
+            run_all(loaded.tasks, out, run_one, concurrency, progress=lambda: progress.advance(bar))
+    except KeyboardInterrupt:  # Ctrl-C: the episodes in flight end unrecorded, the summary covers the rest
+        stop_started_processes()
+        finished = len(finished_tasks(out))
+        if finished:
+            write_summary(out)
+            click.echo((out / "summary.md").read_text())
+        interrupted(f"kag eval: interrupted; {finished} of {len(loaded.tasks)} tasks finished (results: "
+                    f"{out / 'results.jsonl'}); the same command resumes with the rest")
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")

@@ -77,6 +77,56 @@ def test_kag_eval_summarises_and_resumes_after_a_kill(tmp_path):
     assert "| overall | 3 |" in (out / "summary.md").read_text()
 
 
+def _group_alive(pgid: int) -> list[str]:
+    """Processes still in the process group (not zombies), as 'pid command'."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                fields = stat.rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    alive.append(f"{entry} {stat.split('(', 1)[1].split(')', 1)[0]}")
+            except (OSError, ValueError, IndexError):
+                continue
+    return alive
+
+
+def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_completes(tmp_path):
+    """SIGINT to the process group, as a terminal sends it, while an episode is in flight."""
+    tasks, replays = _dataset(tmp_path)
+    shutil.copy(EXAMPLES / "tanh" / "cpu" / "replay.json", replays / "tanh.json")  # every episode can pass
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", *_eval_args(tasks, replays, out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if results.exists() and results.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.2)
+    time.sleep(3)  # the next episode is under way
+    finished = results.read_text().count("\n")
+    assert proc.poll() is None and finished < 3, "the run ended before it could be interrupted"
+    t0 = time.time()
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert time.time() - t0 < 60  # the episode in flight was cancelled, not waited for
+    assert "Traceback" not in stderr and "interrupted" in stderr and "resumes" in stderr
+    time.sleep(1)
+    assert _group_alive(proc.pid) == []  # judges, candidates, sandboxed commands: all gone
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(rows) == finished >= 1 and all(r["reward"] >= 1 for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["tasks"] == finished and summary["overall"]["pass_rate"] == 1.0
+
+    again = run_kag(*_eval_args(tasks, replays, out))
+    assert again.returncode == 0, again.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["tasks"] == 3 and summary["overall"]["pass_rate"] == 1.0
+
+
 def test_kag_run_exits_one_when_the_episode_leaves_no_passing_solution(tmp_path):
     replay = tmp_path / "replay.json"
     replay.write_text(json.dumps([{"content": "I will not write a kernel."}]))

@@ -33,11 +33,16 @@ def load_results(out: Path) -> list[dict[str, Any]]:
 def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[Any, EvalResult | None, Any]],
             concurrency: int = 1, progress: Any = None) -> int:
     """Run ``run_one`` (-> trajectory, result, solution) on every unfinished task; append each
-    result line as it ends."""
+    result line as it ends.
+
+    On KeyboardInterrupt (Ctrl-C) no episode starts any more and none still running is recorded:
+    an episode cut short is not a failed one, and a rerun does it again. The interrupt is re-raised
+    at once, without waiting for the episodes in flight (the caller ends their processes)."""
     out.mkdir(parents=True, exist_ok=True)
     done = finished_tasks(out)
     todo = [t for t in tasks if t.name not in done]
     lock = threading.Lock()
+    interrupted = threading.Event()
 
     def one(task: Task) -> None:
         try:
@@ -50,14 +55,22 @@ def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[An
             row = {"task": task.name, "level": task.level, "episode_id": None, "reward": None,
                    "stop_reason": f"error: {type(exc).__name__}: {exc}", "result": None, "solution": None}
         with lock:
-            append_jsonl(out / "results.jsonl", row)
+            if not interrupted.is_set():
+                append_jsonl(out / "results.jsonl", row)
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    try:
         futures = [pool.submit(one, t) for t in todo]
         for fut in as_completed(futures):
             fut.result()
             if progress is not None:
                 progress()
+    except KeyboardInterrupt:
+        with lock:
+            interrupted.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return len(todo)
 
 

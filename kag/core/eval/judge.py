@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -175,6 +176,7 @@ def judge_main(conn: Any) -> None:
     from kag.core.trust.confine import set_child_subreaper, set_dumpable
 
     die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle: it ends us
     set_dumpable(False)  # the candidate (same uid) cannot read this process's memory, environ or fds
     try:
         set_child_subreaper()  # orphans of the candidate come to us (swept when it ends)
