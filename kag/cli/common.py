@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import click
 
@@ -41,6 +42,26 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             interrupted(f"kag {fn.__name__.rstrip('_')}: interrupted")
 
     return wrapper
+
+
+def quiet_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--quiet", "-q", is_flag=True,
+                        help="No progress on stderr (it is shown only when stderr is a terminal).")(fn)
+
+
+@contextlib.contextmanager
+def progress_status(quiet: bool, first: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr naming the phase a long command is in (``say(phase)`` moves it on);
+    nothing when ``quiet`` or when stderr is not a terminal (a pipe, a log file, CI)."""
+    import sys
+
+    if quiet or not sys.stderr.isatty():
+        yield lambda _phase: None
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(first) as status:
+        yield lambda phase: status.update(phase)
 
 
 def stop_started_processes() -> None:

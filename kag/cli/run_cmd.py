@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from kag.cli.common import agent_options, make_agent_parts, make_plugins, user_errors
+from kag.cli.common import agent_options, make_agent_parts, make_plugins, quiet_option, user_errors
 
 
 @click.command(epilog=(
@@ -20,10 +22,11 @@ from kag.cli.common import agent_options, make_agent_parts, make_plugins, user_e
 @click.option("--task", "task_spec", required=True, metavar="FILE_OR_ID",
               help="A task .py file or a dataset id such as kernelbench:level1/19.")
 @agent_options
+@quiet_option
 @user_errors
 def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backend: str, max_turns: int,
         max_context_tokens: int, num_timed: int, out_dir: str, plugin_pairs: tuple[str, ...],
-        config_path: str | None) -> None:
+        config_path: str | None, quiet: bool) -> None:
     """Run one episode on TASK and write OUT/workspace (best solution), summary.json and the trajectory.
 
     Exit status: 0 the final solution passed, 1 it failed or there is none (reward -1), 2 bad usage or
@@ -41,8 +44,9 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
                                        max_context_tokens, num_timed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    show = not quiet and sys.stderr.isatty()
     agent = Agent(plugins, plugins.create("policy", name, **opts), plugins.create("sandbox"), cfg,
-                  writer=TrajectoryWriter(out), policy_name=name)
+                  writer=TrajectoryWriter(out), policy_name=name, on_turn=describe_turn if show else None)
     click.echo(f"kag run: {task.name} with policy {name} on {cfg.eval_options.backend} "
                f"(sandbox {plugins.selected('sandbox')}, reward {plugins.selected('reward')})", err=True)
     traj, solution = agent.run_episode(task)
@@ -68,3 +72,12 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
         click.echo(format_eval(result))
     click.echo(f"best solution: {best}   trajectory: {out / 'trajectories.jsonl'}")
     raise SystemExit(0 if result is not None and result.ok else 1)
+
+
+def describe_turn(turn: Any) -> None:
+    """One line per turn on stderr: the tools called, each evaluation's verdict, the seconds."""
+    calls = ", ".join(call.name + (f" {call.arguments.get('path')}" if isinstance(call.arguments, dict)
+                                   and call.arguments.get("path") else "") for call in turn.response.tool_calls)
+    verdicts = "".join(f"; {'PASS' if r.ok else 'FAIL'}" + (f" {r.speedup_vs_eager:.2f}x eager" if r.speedup_vs_eager
+                                                            else "") for r in turn.eval_results)
+    click.echo(f"turn {turn.index + 1}: {calls or 'no tool call'}{verdicts} ({turn.elapsed_s:.1f} s)", err=True)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import click
 
-from kag.cli.common import make_plugins, open_dataset, plugin_options, user_errors
+from kag.cli.common import make_plugins, open_dataset, plugin_options, progress_status, quiet_option, user_errors
 from kag.core.eval.evaluate import COMPILE_MODES
 from kag.core.tasks import TaskError
 
@@ -98,7 +98,7 @@ def _eval_options(mode: str) -> Callable[[Callable[..., Any]], Callable[..., Any
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         for opt in reversed([o for o in _all_options() if _dest(o) not in skip]):
             command = opt(command)
-        return plugin_options(command)
+        return quiet_option(plugin_options(command))
 
     return decorate
 
@@ -139,7 +139,8 @@ def _all_options() -> list[Callable[..., Any]]:
 
 def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace: Path | None, backend: str,
          tolerance: str | None, build_timeout: float, no_static_guards: bool, seed: int | None, as_json: bool,
-         server: str | None, plugin_pairs: tuple[str, ...], config_path: str | None, compile_mode: str = "default",
+         server: str | None, plugin_pairs: tuple[str, ...], config_path: str | None, quiet: bool = False,
+         compile_mode: str = "default",
          num_checks: int = 5, num_timed: int = 100, warmup: int = 10, no_baseline_cache: bool = False,
          reference: bool = False) -> int:
     """Evaluate as ``mode`` says and print the result; returns the exit status."""
@@ -171,12 +172,15 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
             analysis = analyse_reference(task, "cuda" if options.backend == "cuda" else "cpu", compile_mode)
             click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
             return 0
-    if server:
-        from kag.core.eval.server import evaluate_remote
+    with progress_status(quiet, f"kag {mode}: {task.name}") as say:
+        if server:
+            from kag.core.eval.server import evaluate_remote
 
-        result = evaluate_remote(server, task, solution, options, plugins)
-    else:
-        result = evaluate(task, solution, options, plugins)
+            say(f"kag {mode}: {task.name}: evaluating on the server {server}")
+            result = evaluate_remote(server, task, solution, options, plugins)
+        else:
+            result = evaluate(task, solution, options, plugins,
+                              progress=lambda phase: say(f"kag {mode}: {task.name}: {phase}"))
     if as_json:
         click.echo(json.dumps(result_json(result), indent=2))
     else:

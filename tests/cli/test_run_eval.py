@@ -136,3 +136,45 @@ def test_kag_run_exits_one_when_the_episode_leaves_no_passing_solution(tmp_path)
     assert proc.returncode == 1, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reward"] == -1 and summary["turns"] == 1
+
+
+def _on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run the real kag with stderr on a pseudo-terminal (as a person at a shell has it)."""
+    import pty
+    import re
+    import select
+
+    main, side = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", *args], stdin=side, stdout=subprocess.DEVNULL,
+                            stderr=side, cwd=cwd)
+    os.close(side)
+    buf = b""
+    while True:
+        ready, _, _ = select.select([main], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(main, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            buf += data
+        elif proc.poll() is not None:
+            break
+    os.close(main)
+    return proc.wait(), re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b"", buf).decode(errors="replace")
+
+
+def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
+    replay = EXAMPLES / "sigmoid" / "cpu" / "replay.json"
+    args = ["run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu", "--policy", "replay",
+            "--policy-option", f"path={replay}", "--num-timed", "5", "--out", str(tmp_path / "run")]
+    code, err = _on_a_terminal(args, tmp_path)
+    assert code == 0, err[-2000:]
+    assert "turn 2: write kernels/sigmoid.cpp" in err and "; PASS" in err  # a line per turn, verdicts in it
+    code, err = _on_a_terminal(["verify", "--workspace", str(tmp_path / "run" / "workspace"), "--num-checks", "2"],
+                               tmp_path)
+    assert code == 0 and "kag verify: " in err and "checking 2 inputs" in err  # the judge's phases
+    code, err = _on_a_terminal(["verify", "--workspace", str(tmp_path / "run" / "workspace"), "--num-checks", "2",
+                                "--quiet"], tmp_path)
+    assert code == 0 and "checking 2 inputs" not in err and "turn " not in err

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -48,8 +48,10 @@ class Agent:
     """Runs episodes with one policy, one sandbox kind and one evaluator configuration."""
 
     def __init__(self, plugins: Plugins, policy: Any, sandbox: Any, config: AgentConfig | None = None,
-                 writer: TrajectoryWriter | None = None, pool: Any = None, policy_name: str = ""):
+                 writer: TrajectoryWriter | None = None, pool: Any = None, policy_name: str = "",
+                 on_turn: Callable[[Turn], None] | None = None):
         self.plugins, self.policy, self.sandbox = plugins, policy, sandbox
+        self.on_turn = on_turn  # told of each turn as it ends (a progress display)
         self.config = config or AgentConfig()
         self.writer, self.pool = writer, pool
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -102,6 +104,8 @@ class Agent:
             traj.turns.append(turn)
             if self.writer is not None:
                 self.writer.append_turn(traj.episode_id, turn)
+            if self.on_turn is not None:
+                self.on_turn(turn)
             if step.done:
                 return "model_stopped"
             used = step.usage.get("prompt_tokens", 0) + step.usage.get("completion_tokens", 0)

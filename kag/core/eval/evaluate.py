@@ -20,7 +20,7 @@ import contextlib
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -215,8 +215,11 @@ def speedups(result: EvalResult) -> None:
 
 
 def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
-             plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
-    """The verdict on ``solution`` for ``task``; never raises for anything the solution does."""
+             plugins: Plugins | None = None, pool: Any = None,
+             progress: Callable[[str], None] | None = None) -> EvalResult:
+    """The verdict on ``solution`` for ``task``; never raises for anything the solution does.
+    ``progress`` hears each phase (building, the judge's phases) as it starts."""
+    say = progress or (lambda _phase: None)
     import tempfile
 
     from kag.core.eval.gpu_pool import default_pool
@@ -252,6 +255,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             write_kernels(solution, model_new_path.parent)
             module_dir = None
             if needs_build(solution):
+                say("building")
                 t0 = time.perf_counter()
                 ok, module_dir, log, notes = build(solution, plugins, tmpdir / "build", options)
                 result.durations_s["build"] = round(time.perf_counter() - t0, 3)
@@ -270,7 +274,8 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             try:
                 t0 = time.perf_counter()
                 mark("orchestrator", "build done, GPU lent, spec sent")
-                report = judge.run(spec, slot.visible)
+                say("starting the judge (reference model and inputs)")
+                report = judge.run(spec, slot.visible, on_phase=say)
                 mark("orchestrator", "report received")
                 result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
             except BaseException:

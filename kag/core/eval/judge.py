@@ -248,14 +248,19 @@ def judge_main(conn: Any) -> None:
         report.durations_s["reference"] = round(time.perf_counter() - start, 3)
         mark("judge", "reference ready")
         if spec.do_timing:
+            conn.send(("phase", "timing the baselines"))
             judge.time_baselines()
             mark("judge", "baselines timed")
+        conn.send(("phase", "loading the solution"))
         cand = judge.start_candidate(early)
         mark("judge", "candidate loaded")
+        if spec.do_correctness:
+            conn.send(("phase", f"checking {spec.num_checks} inputs"))
         ok = judge.check(cand) if spec.do_correctness else True
         mark("judge", "checks done")
         timed = False
         if ok and spec.do_timing:
+            conn.send(("phase", f"timing {spec.num_timed} calls"))
             timed = judge.time_candidate(cand)
             mark("judge", "timing done")
         if ok and not report.error:

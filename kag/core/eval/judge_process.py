@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -98,8 +98,10 @@ class JudgeProcess:
             self._receive()
         return self.candidate_pid is not None
 
-    def run(self, spec: JudgeSpec, visible_devices: str | None) -> JudgeReport:
-        """Send the spec and wait for the report under an overall deadline."""
+    def run(self, spec: JudgeSpec, visible_devices: str | None,
+            on_phase: Callable[[str], None] | None = None) -> JudgeReport:
+        """Send the spec and wait for the report under an overall deadline; ``on_phase`` hears each
+        phase the judge enters (for a progress display)."""
         budget = spec.run_budget_s()
         report: JudgeReport | None = None
         try:
@@ -113,6 +115,8 @@ class JudgeProcess:
                 msg = self._receive()
                 if msg is None:
                     break
+                if msg[0] == "phase" and on_phase is not None:
+                    on_phase(str(msg[1]))
                 if msg[0] == "result":
                     try:
                         report = from_dict(JudgeReport, json.loads(msg[1]))
