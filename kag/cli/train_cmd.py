@@ -8,11 +8,12 @@ resumes from its checkpoint when rerun.
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 import click
 
-from kag.cli.common import USER_ERRORS, parse_key_values
+from kag.cli.common import USER_ERRORS, interrupted, parse_key_values
 
 STAGE_HELP = {
     "warmup": "Single-turn PPO: the model answers each task in one message, the environment scores it "
@@ -57,11 +58,20 @@ def _stage_command(stage: str) -> click.Command:
     @click.option("--plugin", "plugin_pairs", multiple=True, metavar="KIND=NAME",
                   help="Choose a plugin by name (repeatable).")
     def command(config_path: str, sets: tuple[str, ...], plugin_pairs: tuple[str, ...]) -> None:
+        from kag.core.interrupt import StopRequested, stop_at_safe_points
+
+        previous = stop_at_safe_points(lambda: click.echo(f"kag train {stage}: stopping after this step, with a checkpoint "
+                                               f"(Ctrl-C again to quit at once)", err=True))
         try:
             summary = run_stage(stage, config_path, sets, plugin_pairs)
         except (*USER_ERRORS, ValueError, FileNotFoundError) as exc:
             click.echo(f"kag: error: {exc}", err=True)
             raise SystemExit(2) from None
+        except KeyboardInterrupt as exc:  # StopRequested: checkpointed; a bare one: between safe points
+            why = str(exc) if isinstance(exc, StopRequested) else "stopped before the first step ended"
+            interrupted(f"kag train {stage}: interrupted: {why}; the same command resumes")
+        finally:
+            signal.signal(signal.SIGINT, previous)
         click.echo(json.dumps(summary, default=str, indent=1))
 
     return command

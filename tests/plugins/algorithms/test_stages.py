@@ -107,3 +107,32 @@ def test_cli_runs_a_stage(tmp_path):
     res = CliRunner().invoke(cli, ["train", "warmup", "--config", str(cfg), "--set", "steps=1"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output[res.output.index("{"):])["step"] == 1
+
+
+def test_ctrl_c_stops_training_between_steps_with_a_checkpoint_and_a_rerun_resumes(tmp_path):
+    """A real SIGINT to a real `kag train warmup`: it finishes the step in hand, checkpoints, exits 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "w"
+    cfg = tmp_path / "train.toml"
+    cfg.write_text(f'[train]\nmodel = "tiny"\nmax_new_tokens = 2\nepisodes_per_step = 2\nmini_batch_size = 2\n'
+                   f'tensorboard = false\n[train.warmup]\noutput_dir = "{out}"\n')
+    cmd = [sys.executable, "-m", "kag.cli.main", "train", "warmup", "--config", str(cfg), "--set", "steps=100000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not (out / "metrics.jsonl").is_file():
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "stopping after this step" in err and "checkpoint at" in err and "Traceback" not in err
+    step = json.loads((out / "checkpoint" / "state.json").read_text())["step"]
+    assert step == len(metrics(out)) >= 1  # the checkpoint is of the last finished step
+    res = CliRunner().invoke(cli, ["train", "warmup", "--config", str(cfg), "--set", f"steps={step + 1}"])
+    assert res.exit_code == 0, res.output
+    assert [r["step"] for r in metrics(out)] == list(range(1, step + 2))  # resumed, one more step

@@ -207,9 +207,15 @@ class Stage:
         return self.ckpt
 
     def maybe_checkpoint(self, last: bool) -> None:
+        """After each step: checkpoint when due, and when a Ctrl-C asked the run to stop (kag.core.
+        interrupt), checkpoint and stop here, between steps, where a rerun resumes cleanly."""
+        from kag.core.interrupt import STOP, StopRequested
+
         every = self.config.save_every
-        if last or (every and self.step % every == 0):
+        if last or STOP.is_set() or (every and self.step % every == 0):
             self.save_checkpoint()
+        if STOP.is_set() and not last:
+            raise StopRequested(f"stopped after step {self.step}; checkpoint at {self.ckpt}")
 
     def run(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from kag.core.interrupt import STOP, StopRequested
 from kag.core.records import Trajectory, append_jsonl, read_jsonl
 from kag.core.agent.trajectory import load_trajectories
 from kag.plugins.algorithms.ppo.base import Stage
@@ -78,6 +79,8 @@ class Collect(Stage):
             self.logger.log(self.step, {**batch_stats(batch), "episodes": done, "kept_frac": len(kept) / n,
                                         "step_s": time.time() - t0})
             self.save_checkpoint()
+            if STOP.is_set() and done < cfg.num_episodes:  # Ctrl-C: the episodes so far are kept
+                raise StopRequested(f"stopped after {done} episodes (in {path}); a rerun collects the rest")
         self.logger.close()
         return {"stage": self.name, "episodes": done, "data": str(path)}
 
