@@ -44,11 +44,17 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kag")
-def cli() -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Timestamped phase marks of every process of an evaluation on stderr (as KAG_TRACE=1).")
+def cli(verbose: bool) -> None:
     """kag: train and evaluate LLM agents that write fast CUDA kernels.
 
     Pick any piece by name with --plugin KIND=NAME (see `kag plugins`).
     """
+    if verbose:
+        from kag.core.trace import enable
+
+        enable()
 
 
 def _add_plugin_commands() -> None:

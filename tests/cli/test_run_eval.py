@@ -178,3 +178,15 @@ def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
     code, err = _on_a_terminal(["verify", "--workspace", str(tmp_path / "run" / "workspace"), "--num-checks", "2",
                                 "--quiet"], tmp_path)
     assert code == 0 and "checking 2 inputs" not in err and "turn " not in err
+
+
+def test_verbose_prints_every_process_phase_marks_through_logging():
+    example = EXAMPLES / "relu" / "cpu"
+    proc = run_kag("-v", "verify", "--task", str(example / "model.py"), "--solution", str(example), "--backend", "cpu",
+                   "--num-checks", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    marks = [line for line in proc.stderr.splitlines() if line.startswith("[kag-trace] ")]
+    assert any(" orchestrator[" in m for m in marks) and any(" judge[" in m and "checks done" in m for m in marks)
+    quiet = run_kag("verify", "--task", str(example / "model.py"), "--solution", str(example), "--backend", "cpu",
+                    "--num-checks", "1", env={"KAG_TRACE": ""})
+    assert quiet.returncode == 0 and "[kag-trace]" not in quiet.stderr
