@@ -178,6 +178,11 @@ def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
     code, err = _on_a_terminal(["verify", "--workspace", str(tmp_path / "run" / "workspace"), "--num-checks", "2",
                                 "--quiet"], tmp_path)
     assert code == 0 and "checking 2 inputs" not in err and "turn " not in err
+    cfg = tmp_path / "train.toml"
+    cfg.write_text(f'[train]\nmodel = "tiny"\nmax_new_tokens = 2\nepisodes_per_step = 2\nmini_batch_size = 2\n'
+                   f'tensorboard = false\n[train.warmup]\noutput_dir = "{tmp_path / "w"}"\n')
+    code, err = _on_a_terminal(["train", "warmup", "--config", str(cfg), "--set", "steps=2"], tmp_path)
+    assert code == 0 and "warmup step 1: reward_mean=" in err and "warmup step 2:" in err  # a line per step
 
 
 def test_verbose_prints_every_process_phase_marks_through_logging():

@@ -12,6 +12,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from kag.core.records import append_jsonl, read_jsonl
 from kag.plugins.algorithms.ppo.config import TrainConfig
 from kag.plugins.algorithms.ppo.engine import make_engine
 from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
+
+
+PROGRESS_KEYS = ("reward_mean", "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "episodes",
+                 "kept_frac", "step_s")
 
 
 class MetricLogger:
@@ -40,6 +45,9 @@ class MetricLogger:
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), **clean})
+        if sys.stderr.isatty():  # a person at a terminal sees each step; logs and pipes get metrics.jsonl
+            shown = [f"{k}={v:.4g}" for k, v in clean.items() if k in PROGRESS_KEYS and isinstance(v, (int, float))]
+            sys.stderr.write(f"{self.stage} step {step}: {' '.join(shown)}\n")
         if self.writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and math.isfinite(v):
