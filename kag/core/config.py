@@ -46,12 +46,12 @@ class Config:
         """A section kag does not read (``[plugin]`` for ``[plugins]``) is an error, not ignored."""
         import difflib
 
-        known = ["plugins"] + [plural(k) for k in kinds]
+        known = ["plugins", "train"] + [plural(k) for k in kinds]  # [train]: kag train's tables
         for name in self.data:
             if name not in known:
                 near = difflib.get_close_matches(name, known, n=1)
                 hint = f"did you mean [{near[0]}]? " if near else ""
-                raise ConfigError(f"{self.path}: unknown section [{name}]; {hint}kag reads [plugins] and plugin "
+                raise ConfigError(f"{self.path}: unknown section [{name}]; {hint}kag reads [plugins], [train] and plugin "
                                   f"option tables such as [datasets.NAME], [policies.NAME], [crawlers.NAME]")
 
     def options(self, kind_plural: str, name: str) -> dict[str, Any]:
