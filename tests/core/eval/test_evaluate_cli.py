@@ -109,8 +109,9 @@ def test_a_failed_verdict_exits_one_as_test_tools_do(workspace, tmp_path):
     assert data["correct"] is False and data["error_kind"] == "mismatch" and data["reward"]["value"] == -1
     (tmp_path / "model_new.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x)\n")
     for mode in ("score", "profile"):  # a syntax error fails every mode, the one that checks nothing too
+        checks = ("--num-checks", "1") if mode == "score" else ()  # profile checks nothing: no such option
         res = run(mode, "--task", str(workspace / "model.py"), "--solution", str(tmp_path), "--backend", "cpu",
-                  "--num-checks", "1", "--num-timed", "2", "--warmup", "0")
+                  *checks, "--num-timed", "2", "--warmup", "0")
         assert res.exit_code == 1, (mode, res.output)
     assert "Exit status: 0 passed, 1 the verdict failed" in run("score", "--help").output
 
