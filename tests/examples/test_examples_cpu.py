@@ -98,3 +98,25 @@ def test_cuda_sources_compile(name, tmp_path):
                                "-gencode", "arch=compute_90,code=sm_90", str(kernel), "-o", str(tmp_path / "k.o")],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_readme_evaluate_block_runs_as_written_on_a_cpu_machine(tmp_path):
+    """README.md's 'Evaluate a solution' commands, verbatim, in a fresh folder (issue 16: the README
+    must fit the machine it runs on)."""
+    import json
+
+    from kag.core.eval.gpu_pool import cuda_usable
+
+    if cuda_usable():
+        pytest.skip("the block is written for a CPU machine (a GPU one copies examples/relu/cuda instead)")
+    if shutil.which("kag") is None or shutil.which("c++") is None:
+        pytest.skip("the kag command or a C++ compiler is not on PATH")
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Evaluate a solution"):]
+    block = section[section.index("```bash\n") + len("```bash\n"):section.index("\n```", section.index("```bash\n"))]
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, (block, proc.stdout[-3000:], proc.stderr[-3000:])
+    data = json.loads(proc.stdout[proc.stdout.rindex('\n{\n') + 1:] if '\n{\n' in proc.stdout else proc.stdout)
+    assert data["correct"] and data["reward"]["value"] >= 1
