@@ -118,13 +118,30 @@ def abort_exits() -> None:
     libc.signal(ctypes.c_int(signal.SIGABRT), ctypes.cast(libc._exit, ctypes.c_void_p))
 
 
+SOCKET_SAFE_BASE = 40  # AF_UNIX paths end at 107 bytes; multiprocessing nests pymp-*/listener-* (~50) in here
+
+
+def socket_safe_tempdir() -> str | None:
+    """The folder for a temp folder that will hold Unix sockets: the user's temp dir when its path
+    is short enough, else ``/tmp`` (or ``/dev/shm``). A long ``TMPDIR`` would otherwise end the
+    CPU candidate's output hand-over (torch's fd passing binds a socket under the candidate's
+    TMPDIR) in "AF_UNIX path too long", a reward of -1 for a correct solution."""
+    base = tempfile.gettempdir()
+    if len(base) <= SOCKET_SAFE_BASE:
+        return None
+    for short in ("/tmp", "/dev/shm"):
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            return short
+    return None
+
+
 def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan:
     """A plan with a fresh temp folder and the read paths of this machine; ``KAG_CONFINE=0`` turns
     Landlock and seccomp off (for debugging a solution the sandbox breaks; never for scoring)."""
     from kag.core.eval.build import cache_root
     from kag.core.trust.confine import system_read_paths
 
-    tmp = tempfile.mkdtemp(prefix="kag-cand-")
+    tmp = tempfile.mkdtemp(prefix="kag-cand-", dir=socket_safe_tempdir())
     guarded = (str(cache_root()), *protected)
     import kag
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -208,3 +209,26 @@ def test_seccomp_program_allows_signals_only_to_itself() -> None:
 
     found = in_confined_child(CandidatePlan(tmp_dir="/tmp", landlock=False, namespaces=False), attack)
     assert found["self"] == "ALLOWED" and found["group"] == "ALLOWED" and found["init"].startswith("denied")
+
+
+def test_a_long_tmpdir_still_lets_the_candidate_pass_file_descriptors(tmp_path, monkeypatch):
+    """The CPU hand-over passes outputs through torch's fd sharing, which binds a Unix socket under
+    the candidate's TMPDIR: with a long TMPDIR it failed ("AF_UNIX path too long") and a correct
+    solution got -1. The candidate's folder goes where a socket path fits."""
+    import shutil
+    import tempfile
+
+    long_dir = tmp_path / ("long-tmpdir-" * 8)
+    long_dir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(long_dir))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    plan = candidate_plan(cuda=False)
+    try:
+        probe = ("import os, tempfile; from multiprocessing import resource_sharer; "
+                 "resource_sharer.DupFd(os.open(os.devnull, os.O_RDONLY)); print(tempfile.gettempdir())")
+        proc = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "TMPDIR": plan.tmp_dir},
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == plan.tmp_dir
+    finally:
+        shutil.rmtree(plan.tmp_dir, ignore_errors=True)
