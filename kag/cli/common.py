@@ -138,8 +138,8 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--policy-option", "policy_pairs", multiple=True, metavar="KEY=VALUE",
                      help="Option for the policy, e.g. path=script.yaml, base_url=..., model=... "
                           "(repeatable; VALUE as in kag.toml)."),
-        click.option("--backend", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-                     help="auto: cuda when a GPU is visible, else cpu."),
+        click.option("--backend", default="auto", show_default=True,
+                     help="A backend plugin (`kag plugins`): cuda, cpu, nvrtc; auto: cuda when a GPU is visible, else cpu."),
         click.option("--max-turns", type=click.IntRange(1), default=200, show_default=True),
         click.option("--max-context-tokens", type=click.IntRange(1), default=128_000, show_default=True),
         click.option("--num-timed", type=click.IntRange(1), default=100, show_default=True,

@@ -115,7 +115,8 @@ def _all_options() -> list[Callable[..., Any]]:
                      help="Folder with model_new.py and kernels/."),
         click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
                      help="A workspace: task = DIR/model.py, solution = DIR."),
-        click.option("--backend", type=click.Choice(["cuda", "cpu", "auto"]), default="auto", show_default=True),
+        click.option("--backend", default="auto", show_default=True,
+                     help="A backend plugin (`kag plugins`): cuda, cpu, nvrtc; auto: cuda when a GPU is visible, else cpu."),
         click.option("--tolerance", help="Tolerance policy (cuda-agent, strict); default: the selected plugin."),
         click.option("--compile-mode", default="default", show_default=True, type=click.Choice(COMPILE_MODES)),
         click.option("--num-checks", type=click.IntRange(1), default=5, show_default=True),
@@ -169,7 +170,9 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
 
         if reference or is_untouched(task, solution):
-            analysis = analyse_reference(task, "cuda" if options.backend == "cuda" else "cpu", compile_mode)
+            from kag.core.eval.evaluate import backend_device
+
+            analysis = analyse_reference(task, backend_device(options.backend, plugins), compile_mode)
             click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
             return 0
     with progress_status(quiet, f"kag {mode}: {task.name}") as say:

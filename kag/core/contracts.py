@@ -186,7 +186,9 @@ class Algorithm(Protocol):
 @runtime_checkable
 class Backend(Protocol):
     """What build.py needs from a backend plugin (see kag/plugins/backends/). ``device`` ("cuda"
-    or "cpu") is also read from the factory itself, before any backend is made."""
+    or "cpu") is also read from the factory itself, before any backend is made. Optional:
+    ``module_suffix`` (the built module's file suffix; default the interpreter's extension suffix)
+    and ``fixed_units`` (the fixed sources built with every solution; default ``("binding.cpp",)``)."""
 
     name: str
     device: str

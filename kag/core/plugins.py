@@ -38,6 +38,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.data.decontam",
     "kag.plugins.backends.cuda",
     "kag.plugins.backends.cpu",
+    "kag.plugins.backends.nvrtc",
     "kag.plugins.algorithms.ppo",
     "kag.plugins.environments.toy_env",
     "kag.plugins.environments.kernel_env",

@@ -26,7 +26,7 @@ import attrs
 
 from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
 from kag.core.agent.bridge import BridgeReply, EvalBridge
-from kag.core.eval.evaluate import EvalOptions
+from kag.core.eval.evaluate import EvalOptions, backend_device
 from kag.core.plugins import Plugins
 from kag.core.records import EvalResult, Message, RewardValue, Solution, Task, ToolCall
 from kag.core.eval.feedback import format_build, format_eval
@@ -45,8 +45,10 @@ answer without a tool call to finish.
 
 
 def task_prompt(task: Task, backend: str) -> str:
-    target = "CUDA kernels (kernels/*.cu + *_binding.cpp)" if backend == "cuda" else \
-        "C++ CPU kernels (kernels/*.cpp + *_binding.cpp; this run uses the CPU backend)"
+    target = {"cuda": "CUDA kernels (kernels/*.cu + *_binding.cpp)",
+              "nvrtc": "CUDA kernels compiled by NVRTC (kernels/*.cu with extern \"C\" __global__ kernels only, "
+                       "launched from model_new.py as cuda_extension.<kernel>(grid, block, *args))"}.get(
+        backend, "C++ CPU kernels (kernels/*.cpp + *_binding.cpp; this run uses the CPU backend)")
     return (f"Task {task.name}. Make ModelNew in model_new.py faster than torch.compile on this reference "
             f"using {target}. The reference model.py:\n\n```python\n{task.code}\n```\n")
 
@@ -101,7 +103,7 @@ class EpisodeEvaluator:
                 built = build_with(self.sandbox, solution, self.options, self.plugins, self.build_dir)
             return BridgeReply(format_build(built, backend.name), 0 if built.ok else 1)
         if action == "profile" and is_untouched(self.task, solution):  # the paper's analysis step: reference only
-            device = "cuda" if self.options.backend == "cuda" else "cpu"
+            device = backend_device(self.options.backend, self.plugins)
             return BridgeReply(format_analysis(analyse_reference(self.task, device, self.options.compile_mode)), 0)
         opts = attrs.evolve(self.options, do_timing=False) if action == "verify" else self.options
         result = self.score(solution, opts)

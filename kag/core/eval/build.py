@@ -210,9 +210,12 @@ def _unique() -> str:
 
 def confined(cmd: list[str], workdir: Path, cache: Path) -> list[str]:
     """``cmd`` run under kag.core.trust.confine_exec: it reads the system and the toolchain, reads and
-    writes ``workdir``, and never reaches ``cache`` (the evaluator's key and signed entries)."""
+    writes ``workdir``, and never reaches ``cache`` (the evaluator's key and signed entries). It
+    also reads kag's own code (the nvrtc backend's compiler is a kag module; an editable install is
+    not under the system's paths), which the candidate may read too."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workdir), "--protect", str(cache),
-            "--", *cmd]
+            "--read", package, "--", *cmd]
 
 
 def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -316,7 +319,8 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
     """
     start = time.perf_counter()
     out_dir = Path(out_dir).resolve()
-    module_path = out_dir / f"{MODULE_NAME}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    suffix = getattr(backend, "module_suffix", None) or sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    module_path = out_dir / f"{MODULE_NAME}{suffix}"
     for stale in out_dir.glob(f"{MODULE_NAME}*"):  # a failed build must not leave an old module
         stale.unlink()
     try:
@@ -339,7 +343,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     mac_key = cache_key_material(cache)
     objects = integrity.SignedStore(cache / "objects", "object", mac_key)
     modules = integrity.SignedStore(cache / "modules", "module", mac_key)
-    units = [_Unit("binding.cpp", "binding")]
+    units = [_Unit(name, "binding") for name in getattr(backend, "fixed_units", ("binding.cpp",))]
     for rel in sorted(kernels):
         if rel.endswith(SOURCE_SUFFIXES):
             units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}"), unit_inputs(rel, kernels)))

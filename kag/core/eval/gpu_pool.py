@@ -9,8 +9,11 @@ Devices come from ``CUDA_VISIBLE_DEVICES`` when set, else pynvml, else torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import fcntl
 import os
+import re
+import shutil
 import tempfile
 import threading
 import time
@@ -97,6 +100,46 @@ def pick_backend(backend: str) -> str:
     if backend != "auto":
         return backend
     return "cuda" if cuda_usable() else "cpu"
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit: $CUDA_HOME/$CUDA_PATH, /usr/local/cuda, or the one holding nvcc."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
+    for cand in candidates:
+        if cand and (Path(cand) / "include" / "cuda_runtime_api.h").exists():
+            return Path(cand)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_arch() -> str | None:
+    """The first visible GPU's compute capability (pynvml, else torch), None without a GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or re.fullmatch(r"\d+(,\d+)*", visible.strip()):
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                index = int(visible.split(",")[0]) if visible else 0
+                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
+                return f"{major}.{minor}"
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:  # no driver / no NVML: ask torch below
+            pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"{major}.{minor}"
+    except Exception:
+        pass
+    return None
 
 
 class GpuPool:

@@ -8,30 +8,18 @@ cuDNN are linked only when a source mentions them, from the same place torch loa
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
 from pathlib import Path
 
 from kag.core.eval.build import BuildSetupError, tool_version, torch_info
+from kag.core.eval.gpu_pool import cuda_home, gpu_arch
 from kag.core.hookspecs import hookimpl
 
 NVCC_FLAGS = ["-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC"]
 TORCH_CUDA_LIBS = ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python", "-lc10_cuda", "-ltorch_cuda"]
 _ARCH_RE = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$", re.IGNORECASE)
-
-
-def cuda_home() -> Path | None:
-    """The CUDA toolkit: $CUDA_HOME/$CUDA_PATH, /usr/local/cuda, or the one holding nvcc."""
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
-    for cand in candidates:
-        if cand and (Path(cand) / "include" / "cuda_runtime_api.h").exists():
-            return Path(cand)
-    return None
 
 
 def find_nvcc() -> str | None:
@@ -57,34 +45,6 @@ def gencode_flags(arch_list: str) -> list[str]:
     if not flags:
         raise BuildSetupError("TORCH_CUDA_ARCH_LIST is empty; unset it or give e.g. 9.0")
     return flags
-
-
-@functools.lru_cache(maxsize=None)
-def gpu_arch() -> str | None:
-    """The first visible GPU's compute capability (pynvml, else torch), None without a GPU."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or re.fullmatch(r"\d+(,\d+)*", visible.strip()):
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            try:
-                index = int(visible.split(",")[0]) if visible else 0
-                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
-                return f"{major}.{minor}"
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:  # no driver / no NVML: ask torch below
-            pass
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            return f"{major}.{minor}"
-    except Exception:
-        pass
-    return None
 
 
 def _arch_list() -> str:

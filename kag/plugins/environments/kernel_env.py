@@ -9,7 +9,7 @@ sandbox, with compile/verify/profile answered through the evaluation bridge); th
 is the best solution seen, re-scored at the end (both by the sandbox's own evaluator when it has
 one: with docker, no solution code runs on the host). Options (``[environments.kernel-single]`` in
 a train config): dataset ("kernelbench:PATH", "local:DIR", "ops6k:FILE"), level, ids, backend
-("cuda", "cpu", "auto"), num_timed, warmup, tolerance, reward; kernel-agentic adds max_turns,
+(auto, cuda, cpu, nvrtc or a plugin's), num_timed, warmup, tolerance, reward; kernel-agentic adds max_turns,
 sandbox, sandbox_options, tools.
 
 Trusted side: this runs in the trainer, outside the sandbox; the model's answers are only parsed
@@ -142,11 +142,12 @@ def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
     return tuple(loaded.tasks)
 
 
-def _resolve_backend(backend: str) -> str:
-    if backend not in ("cuda", "cpu", "auto"):
-        raise ValueError(f"kernel environment: backend must be cuda, cpu or auto, got {backend!r}")
+def _resolve_backend(backend: str, plugins: Any) -> str:
     from kag.core.eval.gpu_pool import pick_backend
 
+    names = sorted(plugins.registry.get("backend", {}))
+    if backend != "auto" and backend not in names:
+        raise ValueError(f"kernel environment: backend must be auto or one of {', '.join(names)}, got {backend!r}")
     return pick_backend(backend)
 
 
@@ -173,8 +174,8 @@ class KernelEnvBase:
             raise ValueError('kernel environment: set dataset = "kernelbench:PATH" (or "local:DIR", '
                              '"ops6k:FILE") in [environments.NAME]')
         self.tasks = {t.name: t for t in _load_tasks(dataset, _freeze(level), _freeze(ids))}
-        self.backend = _resolve_backend(backend)
         self.plugins = plugins or Plugins()
+        self.backend = _resolve_backend(backend, self.plugins)
         self.options = EvalOptions(backend=self.backend, num_timed=int(num_timed), warmup=int(warmup),
                                    tolerance=tolerance, reward=reward)
         self.task: Task | None = None

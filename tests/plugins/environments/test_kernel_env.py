@@ -98,7 +98,7 @@ def test_single_turn_scores_a_correct_answer_and_rejects_garbage(plugins, datase
 def test_environment_options_errors_say_what_to_fix(plugins, tmp_path):
     with pytest.raises(ValueError, match="set dataset ="):
         plugins.create("environment", "kernel-single")
-    with pytest.raises(ValueError, match="backend must be cuda, cpu or auto"):
+    with pytest.raises(ValueError, match="backend must be auto or one of cpu, cuda, nvrtc"):
         plugins.create("environment", "kernel-single", dataset=f"local:{EXAMPLE / 'model.py'}", backend="gpu")
     (tmp_path / "broken.py").write_text("x = 1\n")
     with pytest.raises(ValueError, match="has no usable task"):
