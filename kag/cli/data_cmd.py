@@ -35,10 +35,16 @@ def _data_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _folder(out: str) -> tuple[Path, Any]:
-    from kag.core.data.synthesis import Manifest
+def _folder(out: str, needs: str | None = None) -> tuple[Path, Any]:
+    """OUT and its manifest; ``needs`` names the stage whose file this one reads, so a stage run in
+    the wrong folder (or before its input exists) is a one-line error, not an empty result."""
+    from kag.core.data import stages as st
+    from kag.core.data.synthesis import Manifest, SynthesisError
 
     root = Path(out).expanduser()
+    if needs is not None and not (root / st.FILES[needs]).exists():
+        raise SynthesisError(f"{root / st.FILES[needs]} does not exist; run `kag data {needs} --out {out}` first "
+                             f"(or `kag data build --out {out}` for every stage)")
     root.mkdir(parents=True, exist_ok=True)
     return root, Manifest(root / "manifest.json")
 
@@ -166,7 +172,7 @@ def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, win
     from kag.core.records import read_jsonl
 
     plugins, _ = make_plugins(plugin_pairs, config_path)
-    root, manifest = _folder(out)
+    root, manifest = _folder(out, needs="compose")
     cands = read_jsonl(root / st.FILES["compose"])
     opts = dict(device=device, workers=workers, timeout_s=timeout_s, window_ms=window_ms, compile_backend=compile_backend)
     with st.progress_bar(not quiet) as bar:
@@ -191,7 +197,7 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
     from kag.core.records import read_jsonl
 
     plugins, config = make_plugins(plugin_pairs, config_path)
-    root, manifest = _folder(out)
+    root, manifest = _folder(out, needs="filter")
     tasks = read_jsonl(root / st.FILES["filter"])
     with st.progress_bar(not quiet) as bar:
         kept = st.decontaminate(plugins, tasks, root / st.FILES["decontam"], manifest,

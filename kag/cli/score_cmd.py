@@ -151,6 +151,9 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
     from kag.core.eval.gpu_pool import pick_backend
 
     if workspace is not None:
+        if task_spec is None and not (workspace / "model.py").is_file():
+            raise TaskError(f"--workspace {workspace}: not a workspace (no model.py there); make one with "
+                            f"`kag workspace TASK.py {workspace}`, or pass --task and --solution")
         task_spec = task_spec or str(workspace / "model.py")
         solution_dir = solution_dir or workspace
     if not task_spec or solution_dir is None:

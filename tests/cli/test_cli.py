@@ -72,6 +72,8 @@ def test_input_errors_are_one_line_with_the_fix(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kag.cli.main", "score", "--task", "kernelbench:level1/19",
                            "--solution", str(example)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 2 and "set KAG_KERNELBENCH=PATH" in proc.stderr and "--task FILE.py" in proc.stderr
+    proc = run_kag("verify", "--workspace", str(tmp_path / "not-a-workspace"))
+    assert proc.returncode == 2 and "not a workspace (no model.py there); make one with `kag workspace" in proc.stderr
 
 
 def test_tasks_json(kernelbench_path):

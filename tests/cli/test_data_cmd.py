@@ -80,6 +80,11 @@ def test_pipeline_builds_an_ops6k_dataset_and_resumes(tmp_path: Path):
 def test_errors_are_one_line(tmp_path: Path):
     result = CliRunner().invoke(cli, ["data", "compose", "--out", str(tmp_path), "--n", "3"])
     assert result.exit_code == 2 and "run `kag data crawl" in result.output
+    for stage, before in (("filter", "compose"), ("decontam", "filter")):  # not an empty result in a wrong folder
+        result = CliRunner().invoke(cli, ["data", stage, "--out", str(tmp_path / "elsewhere")])
+        assert result.exit_code == 2 and f"run `kag data {before}" in result.output, result.output
+    assert not (tmp_path / "elsewhere").exists()
+    (tmp_path / "composed.jsonl").write_text("")
     result = CliRunner().invoke(cli, ["data", "filter", "--out", str(tmp_path), "--device", "cuda"])
     import torch
 
