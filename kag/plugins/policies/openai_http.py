@@ -49,9 +49,9 @@ class OpenAIPolicy:
         self.model = model or os.environ.get("KAG_MODEL") or ""
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         if not self.base_url:
-            raise PolicyError("the openai policy needs a base URL: -o base_url=http://HOST:PORT/v1 or OPENAI_BASE_URL")
+            raise PolicyError("the openai policy needs a base URL: --policy-option base_url=http://HOST:PORT/v1 (or [policies.openai] base_url in kag.toml, or OPENAI_BASE_URL)")
         if not self.model:
-            raise PolicyError("the openai policy needs a model name: -o model=NAME or KAG_MODEL")
+            raise PolicyError("the openai policy needs a model name: --policy-option model=NAME (or KAG_MODEL)")
         self.temperature = None if temperature is None else float(temperature)
         self.top_p = None if top_p is None else float(top_p)
         self.max_tokens = None if max_tokens is None else int(max_tokens)
