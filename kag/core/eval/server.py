@@ -75,33 +75,45 @@ class EvalServer:
         if op != "evaluate":
             return {"error": f"unknown op {op!r}; use ping or evaluate"}
         try:
-            task, solution, options, plugins = self._parse(request)
+            task, solution, options, plugins = self.parse_request(request)
         except Exception as exc:  # noqa: BLE001 - bad input is the client's to fix
             return {"error": f"{type(exc).__name__}: {exc}"}
-        from kag.core.eval.evaluate import evaluate
         from kag.core.records import to_dict
 
+        return {"result": to_dict(self.run(task, solution, options, plugins))}
+
+    def run(self, task: Any, solution: Any, options: Any, plugins: Any, **served_by: str) -> Any:
+        """The EvalResult of one evaluation on this server's pool and warm judges (every front,
+        the socket and HTTP, comes here); ``served_by`` joins ``metadata["eval_server"]``."""
+        from kag.core.eval.evaluate import evaluate
+
         result = evaluate(task, solution, options, plugins, pool=self.pool)
-        result.metadata["eval_server"] = {"pid": os.getpid(), "socket": str(self.socket_path)}
+        result.metadata["eval_server"] = {"pid": os.getpid(), "socket": str(self.socket_path), **served_by}
         with self._lock:
             self.served += 1
-        return {"result": to_dict(result)}
+        return result
 
-    def _parse(self, request: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    def parse_request(self, request: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+        """(Task, Solution, EvalOptions, Plugins) from an evaluate request's JSON."""
         from kag.core.eval.evaluate import EvalOptions
-        from kag.core.plugins import Plugins
         from kag.core.records import Solution, Task, from_dict
 
         task = from_dict(Task, request["task"])
         solution = from_dict(Solution, request["solution"])
         options = from_dict(EvalOptions, request.get("options") or {})
-        selection = {str(k): [str(n) for n in v] for k, v in (request.get("plugins") or {}).items()}
-        key = repr(sorted((k, tuple(v)) for k, v in selection.items()))
+        return task, solution, options, self.plugins_for(request.get("plugins") or {})
+
+    def plugins_for(self, selection: dict[str, Any]) -> Any:
+        """The plugin manager for a selection ({kind: [names]}), built once per selection."""
+        from kag.core.plugins import Plugins
+
+        names = {str(k): [str(n) for n in v] for k, v in selection.items()}
+        key = repr(sorted((k, tuple(v)) for k, v in names.items()))
         with self._lock:
             plugins = self._plugins.get(key)
             if plugins is None:
-                plugins = self._plugins[key] = Plugins.from_names(selection)
-        return task, solution, options, plugins
+                plugins = self._plugins[key] = Plugins.from_names(names)
+        return plugins
 
     def close(self) -> None:
         from kag.core.eval.judge_process import keep_judges_warm
