@@ -12,56 +12,29 @@ came from (the cache and its age, or timed now) is in ``metadata.baseline_cache`
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from kag.cli.common import make_plugins, open_dataset, plugin_options, progress_status, quiet_option, user_errors
+from kag.cli.common import make_plugins, plugin_options, progress_status, quiet_option, user_errors
 from kag.core.eval.evaluate import COMPILE_MODES
 from kag.core.tasks import TaskError
 
-_DATASET_ID = re.compile(r"^(?P<dataset>[\w.-]+):(?:level)?(?P<level>\d+)/(?P<pid>\d+)(?:_\S*)?$")
-
-
 def resolve_task(spec: str, plugins: Any, config: Any) -> Any:
-    """A task file path or ``DATASET:levelN/ID`` -> Task."""
-    from kag.core.records import Task
-    from kag.core.tasks import check_task_code
+    """A task file path or ``DATASET:levelN/ID`` -> Task (``kag.load_task``)."""
+    from kag.api import load_task
 
-    path = Path(spec).expanduser()
-    if path.is_file():
-        code = path.read_text(encoding="utf-8")
-        check_task_code(code, str(path), execute=False)
-        # a workspace's model.py is named after its folders (examples/relu/cpu/model.py -> relu/cpu)
-        parents = path.resolve().parent
-        name = path.stem if path.stem != "model" else f"{parents.parent.name}/{parents.name}".strip("/")
-        return Task(name=name,
-                    source="file", code=code, path=str(path))
-    match = _DATASET_ID.match(spec)
-    if not match:
-        raise TaskError(f"--task {spec!r}: no such file, and not a dataset id; pass a task .py file or an id "
-                        f"like kernelbench:level1/19")
-    loaded = open_dataset(plugins, config, match["dataset"], level=match["level"], ids=match["pid"]).load()
-    if not loaded.tasks:
-        why = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped) or "no task with that level and id"
-        raise TaskError(f"--task {spec!r}: {why}")
-    return loaded.tasks[0]
+    return load_task(spec, plugins=plugins, config=config)
 
 
 def read_solution_dir(path: Path) -> Any:
-    """A workspace/solution folder -> Solution (kag.core.agent.workspace when present)."""
+    """A workspace/solution folder -> Solution (``kag.load_solution``)."""
     if not path.is_dir():
         raise TaskError(f"--solution {path}: not a directory; pass the folder holding model_new.py and kernels/")
-    if not (path / "model_new.py").is_file():
-        raise TaskError(f"{path}: no model_new.py; a solution is model_new.py plus kernels/")
-    from kag.core.agent.workspace import WorkspaceError, read_solution
+    from kag.api import load_solution
 
-    try:
-        return read_solution(path)
-    except WorkspaceError as exc:  # e.g. a link in kernels/: one line, not a traceback
-        raise TaskError(f"{path}: {exc}") from None
+    return load_solution(path)
 
 
 def result_json(result: Any) -> dict[str, Any]:

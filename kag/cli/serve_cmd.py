@@ -104,10 +104,10 @@ def _http_front(server: Any, bind: str, token: str | None, max_queue: int, worke
 
 
 def completion_solution(query: str, prompt: str) -> Any:
-    """The solution in an OpenRLHF query (the prompt, then the model's answer): the fenced files
-    (```python model_new.py ...) of the answer; ValueError when there are none. The one place the
-    answer format is chosen."""
-    from kag.plugins.environments.kernel_env import parse_solution_blocks
+    """The solution in an OpenRLHF query (the prompt, then the model's answer): kag's fenced files
+    (```python model_new.py ...), else a KernelBench single-file ModelNew, as the reward adapters read
+    it (kag.core.solution_text.parse_completion); ValueError when there is neither."""
+    from kag.core.solution_text import parse_completion
 
     at = query.find(prompt) if prompt else -1
-    return parse_solution_blocks(query[at + len(prompt):] if at >= 0 else query)
+    return parse_completion(query[at + len(prompt):] if at >= 0 else query)

@@ -95,6 +95,7 @@ ATTACKS: list[Case] = [
     *_attack("decoy_kernel", BOTH, "no-torch-fallback", "aten::mul"),
     *_attack("cpp_torch_call", BOTH, "no-torch-fallback", "torch::relu", static=True),
     *_attack("cpp_tensor_method", BOTH, "no-torch-fallback", ".clamp_min()", static=True),
+    *_attack("load_inline_torch_call", BOTH, "no-torch-fallback", "torch::relu", static=True),
     *_attack("import_model", BOTH, "no-torch-fallback", "from model import", static=True),
     *_attack("subclass_model", BOTH, "no-torch-fallback", "subclasses the reference Model", static=True),
     *_attack("try_except_fallback", BOTH, "no-torch-fallback", "try/except", static=True),
@@ -221,16 +222,25 @@ HONEST: list[Case] = [
          task=_task("cuda"), expect="ok"),
     *[Case(name="tiny_honest", path=CASES_DIR / "tiny_honest" / b, backend=b, task=_task(b, "tiny"), expect="ok")
       for b in BOTH],
+    # KernelBench single-file solutions (load_inline), read statically and built by kag
+    Case(name="kernelbench_single_file", path=REPO / "examples" / "relu" / "kernelbench" / "cpu", backend="cpu",
+         task=REPO / "examples" / "relu" / "cpu" / "model.py", expect="ok"),
+    Case(name="kernelbench_single_file", path=REPO / "examples" / "relu" / "kernelbench" / "cuda", backend="cuda",
+         task=_kernelbench_task("relu"), expect="ok"),
 ]
 
 CASES: list[Case] = ATTACKS + HONEST
 
 
 def load_solution(path: Path) -> Solution:
-    """model_new.py + kernels/** of a solution directory (what kag.core.agent.workspace.read_solution reads)."""
+    """model_new.py + kernels/** of a solution directory (what kag.core.agent.workspace.read_solution
+    reads); a KernelBench single-file one as the evaluator converts it before any guard sees it."""
+    from kag.core.eval.single_file import convert, is_single_file
+
     kernels = {p.relative_to(path / "kernels").as_posix(): p.read_text(encoding="utf-8")
                for p in sorted((path / "kernels").rglob("*")) if p.is_file()}
-    return Solution(model_new=(path / "model_new.py").read_text(encoding="utf-8"), kernels=kernels)
+    solution = Solution(model_new=(path / "model_new.py").read_text(encoding="utf-8"), kernels=kernels)
+    return convert(solution) if is_single_file(solution) else solution
 
 
 def load_task(case: Case) -> Task:

@@ -234,6 +234,10 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     device = backend_device(options.backend, plugins)
     if solution.ignored_files:
         result.metadata["ignored_files"] = list(solution.ignored_files)
+    solution, failure = single_file_solution(solution, result)
+    if failure:
+        result.error_kind, result.error = "build", failure
+        return _finish(result, plugins, options, start)
     guard_opts = guard_options(options, plugins)
     violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts,
                                                    static=options.static_guards)
@@ -291,6 +295,23 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             judge.close()
     _merge(result, report)
     return _finish(result, plugins, options, start)
+
+
+def single_file_solution(solution: Solution, result: EvalResult) -> tuple[Solution, str | None]:
+    """A KernelBench single-file solution (load_inline, no kernels/) as the kag solution it
+    stands for (kag.core.eval.single_file), noted in ``result.metadata``; others unchanged.
+    Returns (solution, None) or (the given solution, why it cannot be read)."""
+    from kag.core.eval.single_file import CONVERTED_FROM, SingleFileError, convert, is_single_file
+
+    if not is_single_file(solution):
+        return solution, None
+    try:
+        converted = convert(solution)
+    except SingleFileError as exc:
+        return solution, f"model_new.py: {exc}"
+    result.metadata["converted_from"] = CONVERTED_FROM
+    result.metadata["converted_files"] = sorted(converted.kernels)
+    return converted, None
 
 
 def _release_later(judge: Any, lease: contextlib.ExitStack) -> None:

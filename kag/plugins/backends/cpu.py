@@ -65,7 +65,8 @@ class CpuBackend:
     def compile_command(self, kind: str, source: str, obj: str) -> list[str]:
         if kind == "kernel":
             return [self.cxx, *KERNEL_FLAGS, "-I.", "-c", source, "-o", obj]
-        return [self.cxx, "-O3", "-fPIC", *torch_info().compile_flags(), "-I.", "-c", source, "-o", obj]
+        # -fopenmp: a KernelBench single-file solution's loops live in its binding (kag.core.eval.single_file)
+        return [self.cxx, "-O3", "-fPIC", "-fopenmp", *torch_info().compile_flags(), "-I.", "-c", source, "-o", obj]
 
     def link_command(self, objects: list[str], out: str, sources_text: str) -> list[str]:
         return [self.cxx, "-shared", "-fopenmp", *objects, "-o", out, *torch_info().link_flags(),

@@ -1,6 +1,8 @@
 """The CUDA backend (the product): nvcc for kernels, the host compiler for torch-facing code.
 
-``kernels/*.cu`` compile with nvcc WITHOUT torch headers (seconds, not tens of seconds);
+``kernels/*.cu`` compile with nvcc WITHOUT torch headers (seconds, not tens of seconds), except
+``kernels/*_torch.cu``, compiled by nvcc against torch as ``load_inline`` compiles its
+``cuda_sources`` (what a KernelBench single-file solution becomes, kag.core.eval.single_file);
 ``kernels/*_binding.cpp``, other ``kernels/*.cpp`` (cuBLAS/cuDNN host code) and the fixed
 ``binding.cpp`` compile with the host compiler against torch and the CUDA headers. cuBLAS and
 cuDNN are linked only when a source mentions them, from the same place torch loads them.
@@ -18,6 +20,10 @@ from kag.core.eval.gpu_pool import cuda_home, gpu_arch
 from kag.core.hookspecs import hookimpl
 
 NVCC_FLAGS = ["-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC"]
+# what torch.utils.cpp_extension adds for a .cu that includes torch headers
+NVCC_TORCH_FLAGS = ["--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
+TORCH_KERNEL_SUFFIX = "_torch.cu"
 TORCH_CUDA_LIBS = ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python", "-lc10_cuda", "-ltorch_cuda"]
 _ARCH_RE = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$", re.IGNORECASE)
 
@@ -108,6 +114,8 @@ class CudaBackend:
                 f"cuda {info.cuda}|abi {info.cxx11_abi}|arch {_arch_list()}")
 
     def source_kind(self, rel: str) -> str:
+        if rel.endswith(TORCH_KERNEL_SUFFIX):
+            return "torch_kernel"
         if rel.endswith(".cu"):
             return "kernel"
         return "binding" if rel.endswith("_binding.cpp") else "host"
@@ -124,6 +132,13 @@ class CudaBackend:
             ccbin = ["-ccbin", self.cxx] if os.environ.get("CXX") else []
             return [self.nvcc, *NVCC_FLAGS, *ccbin, *gencode_flags(_arch_list()), "-I.",
                     *self._cuda_includes(cudnn_only=True), "-c", source, "-o", obj]
+        if kind == "torch_kernel":
+            ccbin = ["-ccbin", self.cxx] if os.environ.get("CXX") else []
+            torch_flags = [part for flag in torch_info().compile_flags()  # torch's -std, not NVCC_FLAGS'
+                           for part in (["-isystem", flag[len("-isystem"):]] if flag.startswith("-isystem") else [flag])]
+            nvcc_flags = [flag for flag in NVCC_FLAGS if not flag.startswith("-std=")]
+            return [self.nvcc, *nvcc_flags, *NVCC_TORCH_FLAGS, *ccbin, *gencode_flags(_arch_list()), *torch_flags,
+                    *self._cuda_includes(), "-I.", "-c", source, "-o", obj]
         return [self.cxx, "-O3", "-fPIC", *torch_info().compile_flags(), *self._cuda_includes(),
                 "-I.", "-c", source, "-o", obj]
 

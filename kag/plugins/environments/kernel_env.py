@@ -22,15 +22,14 @@ import functools
 import json
 import re
 import weakref
-from pathlib import PurePosixPath
 from typing import Any
 
 from kag.core.agent.environment import StepResult
 from kag.core.agent.episode import SYSTEM_PROMPT, Episode, failed_result, task_prompt
 from kag.core.hookspecs import hookimpl
-from kag.core.records import EvalResult, Message, Solution, Task
+from kag.core.records import EvalResult, Message, Task
+from kag.core.solution_text import AnswerFormatError, parse_solution_blocks
 
-KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
 SKILL_KEEP_STEP = "2. **Write**"
 
 SINGLE_SYSTEM = """\
@@ -46,10 +45,6 @@ call per block; several blocks run in order). A message without a tool call ends
 """
 
 
-class AnswerFormatError(ValueError):
-    """A single-turn answer whose files cannot be read; the message says what to fix."""
-
-
 def answer_format(backend: str) -> str:
     kernel = "```cpp kernels/foo.cpp" if backend == "cpu" else "```cuda kernels/foo.cu"
     return ("\nAnswer with every file of your solution in a fenced block whose opening line gives the "
@@ -57,55 +52,6 @@ def answer_format(backend: str) -> str:
             f"{kernel}\n...\n```\n```cpp kernels/foo_binding.cpp\n...\n```\n\n"
             "Only model_new.py and files under kernels/ are accepted, and every fenced block must be "
             "one of them.\n")
-
-
-def parse_solution_blocks(text: str) -> Solution:
-    """The solution in an answer's fenced blocks (```LANG PATH or ```PATH); strict about paths.
-
-    Raises AnswerFormatError for: no blocks, a block without a path, a path other than
-    model_new.py or kernels/*.{cu,cpp,h,...}, a duplicate path, an unclosed block, no model_new.py.
-    """
-    files: dict[str, str] = {}
-    fence: str | None = None
-    path, body, line_no = "", [], 0
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if fence is None:
-            opened = re.match(r"^\s*(`{3,})(.*)$", line)
-            if not opened:
-                continue
-            fence, path, body = opened.group(1), _block_path(opened.group(2), line_no), []
-        elif line.strip() == fence:
-            if path in files:
-                raise AnswerFormatError(f"{path} appears twice; give each file once")
-            files[path] = "\n".join(body) + "\n"
-            fence = None
-        else:
-            body.append(line)
-    if fence is not None:
-        raise AnswerFormatError(f"the block for {path} (opened before line {line_no}) is never closed with {fence}")
-    if not files:
-        raise AnswerFormatError("no fenced files found; put model_new.py in a block opened with ```python model_new.py")
-    if "model_new.py" not in files:
-        raise AnswerFormatError(f"no model_new.py block (got {', '.join(sorted(files))}); "
-                                f"open it with ```python model_new.py")
-    kernels = {p[len("kernels/"):]: code for p, code in files.items() if p != "model_new.py"}
-    return Solution(model_new=files["model_new.py"], kernels=kernels)
-
-
-def _block_path(info: str, line_no: int) -> str:
-    tokens = info.split()
-    if not tokens or len(tokens) > 2 or (len(tokens) == 1 and "." not in tokens[0]):
-        raise AnswerFormatError(f"line {line_no}: a fenced block must be labelled with its path, like "
-                                f"```python model_new.py or ```cuda kernels/foo.cu (got {info.strip()!r})")
-    raw = tokens[-1].removeprefix("./")
-    rel = PurePosixPath(raw)
-    if raw == "model_new.py":
-        return raw
-    if (raw.startswith("kernels/") and len(rel.parts) > 1 and ".." not in rel.parts
-            and rel.suffix in KERNEL_SUFFIXES):
-        return rel.as_posix()
-    raise AnswerFormatError(f"line {line_no}: {raw!r} is not a solution file; only model_new.py and "
-                            f"kernels/NAME{{{','.join(KERNEL_SUFFIXES)}}} are accepted")
 
 
 @functools.lru_cache(maxsize=4)

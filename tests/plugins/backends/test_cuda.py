@@ -174,3 +174,29 @@ def test_cublas_host_code_links_and_runs(tmp_path: Path) -> None:
             "assert torch.allclose(cuda_extension.gemm(a, b), a @ b, atol=1e-4); print('OK')\n")
     proc = subprocess.run([sys.executable, "-c", code, result.module_dir], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_torch_kernel_files_compile_with_nvcc_against_torch() -> None:
+    """kernels/*_torch.cu (a KernelBench single file's cuda_sources) get torch's headers and -std."""
+    backend = CudaBackend()
+    assert backend.source_kind("kernels/add_torch.cu") == "torch_kernel"
+    assert backend.source_kind("kernels/add.cu") == "kernel"
+    cmd = backend.compile_command("torch_kernel", "kernels/add_torch.cu", "x.o")
+    assert cmd[0] == backend.nvcc and [f for f in cmd if f.startswith("-std=")] == [f"-std={torch_info().cxx_std}"]
+    for path in torch_info().include_paths:
+        assert cmd[cmd.index(path) - 1] == "-isystem"
+    assert "--expt-relaxed-constexpr" in cmd and "-DTORCH_EXTENSION_NAME=cuda_extension" in cmd
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_kernelbench_single_file_sources_compile_with_nvcc(tmp_path: Path) -> None:
+    """KernelBench's own prompt example, converted, compiles here (linking needs a CUDA torch)."""
+    from kag.core.eval.single_file import convert
+    from tests.core.eval.test_single_file import KERNELBENCH_STYLE
+
+    sol = convert(Solution(model_new=KERNELBENCH_STYLE))
+    result = build_solution(sol, CudaBackend(), tmp_path / "out", cache_dir=tmp_path / "cache", timeout_s=900)
+    assert sorted(result.compiled) == ["binding.cpp", "kernels/elementwise_add_binding.cpp",
+                                       "kernels/elementwise_add_torch.cu"], result.log
+    assert result.ok or (torch_info().cuda is None and "CPU-only" in result.log), result.log

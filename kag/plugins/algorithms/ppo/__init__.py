@@ -26,8 +26,14 @@ def _lazy(module: str, attr: str, doc: str) -> Any:
             config = train_config_from_dict(stage or attr, config_data or {}, where=where)
         return getattr(importlib.import_module(f"kag.plugins.algorithms.ppo.{module}"), attr)(config, plugins)
 
+    def check_available() -> str | None:  # every stage builds Hugging Face models
+        from kag.core.extras import missing
+
+        return missing("transformers", f"the {attr} stage")
+
     factory.__doc__ = doc
     factory.__name__ = attr
+    factory.check_available = check_available  # type: ignore[attr-defined]
     return factory
 
 

@@ -130,11 +130,11 @@ def make_engine(kind: str, model: torch.nn.Module, lr: float, weight_decay: floa
     if kind == "torch":
         return TorchEngine(model, lr, weight_decay, grad_clip)
     if kind == "deepspeed":
-        try:
-            import deepspeed  # noqa: F401
-        except ImportError as exc:
-            raise RuntimeError("engine = \"deepspeed\" needs DeepSpeed: pip install deepspeed "
-                               "(or set engine = \"torch\" in the train config)") from exc
+        from kag.core.extras import missing
+
+        reason = missing("deepspeed", "engine = \"deepspeed\"")
+        if reason:
+            raise RuntimeError(f"{reason}; or set engine = \"torch\" in the train config")
         return DeepSpeedEngine(model, lr, weight_decay, grad_clip, zero_stage, bf16, micro_batch_size,
                                accumulation_steps)
     raise ValueError(f"unknown engine {kind!r}; choose \"torch\" or \"deepspeed\"")

