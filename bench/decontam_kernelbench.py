@@ -29,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-A = "self.{m}.{a}"
 FUNCTIONAL = {  # module type -> functional call (x = the input, {m} = the module attribute)
     "Linear": "F.linear(x, self.{m}.weight, self.{m}.bias)",
     **{f"Conv{d}d": f"F.conv{d}d(x, self.{{m}}.weight, self.{{m}}.bias, self.{{m}}.stride, self.{{m}}.padding, "
@@ -215,7 +214,7 @@ REWRITES = {"functional": functional, "renamed": renamed, "reordered": reordered
 
 
 def composed_tasks(n: int) -> list[tuple[str, str]]:
-    from kag.core.data.synthesis import DEFAULT_MIX, allocate
+    from kag.core.data.synthesis import DEFAULT_MIX, ComposeError, allocate
     from kag.core.plugins import Plugins
     from kag.plugins.data.crawl_torch import TorchCrawler
 
@@ -226,8 +225,8 @@ def composed_tasks(n: int) -> list[tuple[str, str]]:
     for i, bucket in enumerate(allocate(n, mix)):
         try:
             out.append((bucket, composer.compose(seeds, bucket, i).code))
-        except Exception:  # noqa: BLE001 - a slot the composer could not fill
-            pass
+        except ComposeError as exc:  # a slot the composer could not fill
+            print(f"slot {i} ({bucket}) not composed: {exc}")
     return out
 
 

@@ -72,7 +72,7 @@ class OpGraph:
         sinks = sorted(h for i, h in enumerate(memo) if i not in used and self.labels[i] != INPUT)
         return hashlib.sha1(";".join(sinks).encode()).hexdigest()
 
-    def without(self, drop: int, keep: int | None) -> "OpGraph":
+    def without(self, drop: int, keep: int | None) -> OpGraph:
         """The graph with node ``drop`` removed, its consumers reading node ``keep`` instead."""
         index = {i: i - (i > drop) for i in range(len(self.labels)) if i != drop}
 

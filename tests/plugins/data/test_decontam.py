@@ -5,7 +5,6 @@ unrelated task and the rule composer's tasks score below it."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
