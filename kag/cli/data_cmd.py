@@ -185,14 +185,15 @@ def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, win
 @data.command()
 @common_out
 @click.option("--against", default=None, metavar="NAME:PATH", help="Benchmark to compare with, e.g. kernelbench:PATH.")
-@click.option("--threshold", type=float, default=0.9, show_default=True, help="Drop tasks more similar than this.")
+@click.option("--threshold", type=float, default=0.9, show_default=True,
+              help="Drop tasks whose similarity (op graph or AST) is at or above this.")
 @quiet_opt
 @plugin_options
 @user_errors
 @_data_errors
 def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugin_pairs: tuple[str, ...],
              config_path: str | None) -> None:
-    """Drop OUT/filtered.jsonl tasks structurally close to a benchmark; write the histogram and numbers."""
+    """Drop OUT/filtered.jsonl tasks that compute what a benchmark task computes; write the histogram."""
     from kag.core.data import stages as st
     from kag.core.records import read_jsonl
 

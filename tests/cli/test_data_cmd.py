@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from kag.cli.main import cli
-from kag.core.records import read_jsonl
+from kag.core.records import append_jsonl, read_jsonl
 
 FILTER = ["--device", "cpu", "--workers", "2", "--window-ms", "0.05,100", "--compile-backend", "aot_eager",
           "--timeout", "60"]
@@ -112,3 +118,64 @@ def test_llm_composer_with_the_replay_policy(tmp_path: Path):
     assert rec["ops"] == ["LayerNorm", "Tanh"] and rec["composer"] == "llm" and rec["data_source"] == "torch#2"
     finals = [r for r in read_jsonl(out / "compose_rejects.jsonl") if r["final"]]
     assert len(finals) == 1 and "code block" in finals[0]["reason"]
+
+
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of every live (not zombie) process of session ``sid``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            state, _ppid, _pgrp, session = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:4]
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue  # not a process, or gone meanwhile
+        if int(session) == sid and state not in "ZX":
+            found.append((int(proc.name), cmd[:120]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def composed_folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("kill") / "data"
+    run("crawl", "--out", str(out), "--crawler", "torch")
+    run("compose", "--out", str(out), "--n", "2", "--mix", "torch#2=1")
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_killing_build_mid_filter_leaves_no_process(composed_folder: Path, tmp_path: Path, sig: signal.Signals):
+    """A real `kag data build`, killed while its workers check tasks: nothing of its tree survives."""
+    out = tmp_path / "data"
+    shutil.copytree(composed_folder, out)
+    started = tmp_path / "started"
+    block = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(600)"
+    tasks = read_jsonl(out / "composed.jsonl")
+    for rec in tasks:  # the composed tasks, blocking in forward: the kill lands mid-filter
+        rec["code"] = rec["code"].replace("    def forward(self, x):\n", f"    def forward(self, x):\n        {block}\n")
+    (out / "composed.jsonl").unlink()
+    append_jsonl(out / "composed.jsonl", *tasks)
+    cmd = [sys.executable, "-m", "kag.cli.main", "data", "build", "--out", str(out), "--crawler", "torch",
+           "--n", "2", "--mix", "torch#2=1", *FILTER[:-1], "600", "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "no worker started a task in 300 s"
+            time.sleep(0.2)
+        before = session_processes(proc.pid)
+        assert len(before) >= 4, before  # kag, two workers, the multiprocessing resource tracker
+        os.kill(proc.pid, sig)
+        proc.wait(60)
+        deadline = time.monotonic() + 30
+        while (left := session_processes(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not left, f"survived {signal.Signals(sig).name} of kag: {left}"
+    finally:
+        for pid, _ in session_processes(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()

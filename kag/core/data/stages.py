@@ -188,18 +188,26 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
 def decontaminate(plugins: Plugins, tasks: list[dict[str, Any]], out: Path, manifest: Manifest,
                   reference: list[tuple[str, str]] | None, against: str | None, threshold: float,
                   bar: Any) -> list[dict[str, Any]]:
-    params = {"against": against, "threshold": threshold}
+    params = {"against": against, "threshold": threshold, "method": "op_graph+ast"}
     if _check_params(manifest, "decontam", params) and out.exists():
         return read_jsonl(out)
     start = time.perf_counter()
     dec = plugins.create("filter", "decontam", threshold=threshold)
+    task = bar.add_task("decontam", total=len(tasks), note="tracing the reference tasks")
     dec.add_reference(reference or [])
-    task = bar.add_task("decontam", total=len(tasks), note=f"{len(dec.reference)} reference tasks")
+    bar.update(task, note=f"{len(dec.reference)} reference tasks")
     kept, dropped, scores = [], [], []
     for rec in tasks:
-        score, match = dec.score(rec["code"]) if dec.reference else (0.0, None)
+        score, verdict = 0.0, {"closest": None}
+        if dec.reference and hasattr(dec, "judge"):  # which signal matched, for the rejects file
+            v = dec.judge(rec["code"])
+            score, verdict = v.score, {"closest": v.closest, "signal": v.signal, "note": v.note}
+        elif dec.reference:
+            score, match = dec.score(rec["code"])
+            verdict = {"closest": match}
+        verdict = {"similarity": round(score, 4), **verdict}
         scores.append(score)
-        rec = {**rec, "decontam": {"similarity": round(score, 4), "closest": match}}
+        rec = {**rec, "decontam": verdict}
         (kept if dec.keep(score) else dropped).append(rec)
         bar.advance(task)
     _rewrite(out, kept)

@@ -1,11 +1,20 @@
-"""The ``decontam`` filter: drop tasks whose ``Model`` is structurally a benchmark task.
+"""The ``decontam`` filter: drop tasks that compute what a benchmark task computes (trusted side).
 
-The ``Model`` class is reduced to a sequence of AST tokens in which local names, ``self.``
-attributes, arguments, constants and docstrings are normalised away while torch API names
-(``nn.Conv2d``, ``torch.relu``, ``.softmax``) stay; two tasks' similarity is difflib's ratio of
-their sequences, averaged with the ratio of the torch API names alone (so two tasks of the same
-shape that call different operators are not taken for copies). Renaming a variable or reordering
-imports leaves the score at 1.0.
+Two signals, the higher one is a task's score, and a score at or above ``threshold`` drops it:
+
+- **op graph** (``kag.core.data.opgraph``): the forward traced on the meta device to aten ops, with
+  module, functional and method spellings lowered to the same ops and shapes, names, layout ops and
+  statement order normalised away. The same graph as a benchmark task scores 1.0; the same graph
+  with one elementwise op added or removed scores ``ONE_OP_APART`` (0.95) when the ops they share
+  number at least ``MIN_SHARED_OPS`` (a fusion, not one level-1 operator); otherwise the Dice
+  overlap of the two graphs' (op, input ops) multisets. A task that cannot be traced (data-dependent
+  control flow, an unrolled RNN) has only the AST signal.
+- **AST**: the ``Model`` class is reduced to a sequence of AST tokens in which local names, ``self.``
+  attributes, arguments, constants and docstrings are normalised away while torch API names
+  (``nn.Conv2d``, ``torch.relu``, ``.softmax``) stay; two tasks' similarity is difflib's ratio of
+  their sequences, averaged with the ratio of the torch API names alone (so two tasks of the same
+  shape that call different operators are not taken for copies). Renaming a variable or reordering
+  imports leaves it at 1.0; spelling a module as its functional call does not.
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ import difflib
 import json
 from pathlib import Path
 from typing import Any, Iterable
+
+import attrs
 
 from kag.core.hookspecs import hookimpl
 
@@ -101,44 +112,129 @@ def _upper_bound(a: list[str], b: list[str], api_a: list[str], api_b: list[str])
     return 0.5 * quick(a, b) + 0.5 * quick(api_a, api_b)
 
 
+ONE_OP_APART = 0.95  # graph score of a benchmark task with one elementwise op added or removed
+# ... when the ops the two share are a fusion: one level-1 operator plus an elementwise op is the
+# shape of every 2-op composed task (Conv2d -> exp), a new fusion, not a copy of the level-1 task
+MIN_SHARED_OPS = 2
+
+
+@attrs.frozen
+class Verdict:
+    """A task's score against the reference set, which task it is closest to and by which signal."""
+
+    score: float
+    closest: str | None
+    signal: str  # "graph", "graph_one_op", "graph_overlap", "ast" or "none"
+    ast: float
+    graph: float | None  # None when the task could not be traced
+    note: str = ""  # the op added/removed, or why there is no graph
+
+
+@attrs.define
+class Reference:
+    name: str
+    tokens: list[str]
+    api: list[str]
+    graph: Any = None  # OpGraph, or None when the benchmark task cannot be traced
+    local: Any = None
+
+
 class Decontaminator:
-    """Scores each task against a reference set and drops those at or above ``threshold``."""
+    """Scores each task against a reference set and drops those scoring at or above ``threshold``."""
 
     name = "decontam"
 
-    def __init__(self, threshold: float = 0.9, **_: Any):
+    def __init__(self, threshold: float = 0.9, op_graph: bool = True, **_: Any):
         self.threshold = float(threshold)
-        self.reference: list[tuple[str, list[str], list[str]]] = []
+        self.op_graph = bool(op_graph)
+        self.reference: list[Reference] = []
+        self.exact: dict[str, str] = {}  # graph digest -> benchmark task
+        self.minus_one: dict[str, tuple[str, str]] = {}  # digest of a benchmark task less one op -> (task, op)
+        self.untraced: list[str] = []  # benchmark tasks with no op graph
 
     def params(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "reference_tasks": len(self.reference)}
+        return {"threshold": self.threshold, "op_graph": self.op_graph, "reference_tasks": len(self.reference),
+                "reference_graphs": sum(r.graph is not None for r in self.reference)}
 
     def add_reference(self, items: Iterable[tuple[str, str]]) -> None:
         """``(name, code)`` pairs of benchmark tasks to compare against."""
+        from kag.core.data.opgraph import OpGraphError, trace
+
         for name, code in items:
             toks = structural_tokens(code)
-            if toks:
-                self.reference.append((name, toks, api_names(toks)))
+            ref = Reference(name, toks, api_names(toks))
+            if self.op_graph:
+                try:
+                    ref.graph = trace(code)
+                except OpGraphError:
+                    self.untraced.append(name)
+            if ref.graph is not None:
+                ref.local = ref.graph.local_tokens()
+                self.exact.setdefault(ref.graph.digest(), name)
+                for digest, op in ref.graph.one_op_fewer():
+                    self.minus_one.setdefault(digest, (name, op))
+            if toks or ref.graph is not None:
+                self.reference.append(ref)
 
-    def score(self, code: str) -> tuple[float, str | None]:
-        """Highest similarity to any reference task, and which one."""
+    def ast_score(self, code: str) -> tuple[float, str | None]:
+        """Highest AST similarity to any reference task, and which one."""
         toks = structural_tokens(code)
         api = api_names(toks)
         best, best_name = 0.0, None
-        for name, ref, ref_api in self.reference:
-            if _upper_bound(toks, ref, api, ref_api) <= best:
+        for ref in self.reference:
+            if not ref.tokens or _upper_bound(toks, ref.tokens, api, ref.api) <= best:
                 continue
-            r = 0.5 * _ratio(toks, ref) + 0.5 * _ratio(api, ref_api)
+            r = 0.5 * _ratio(toks, ref.tokens) + 0.5 * _ratio(api, ref.api)
             if r > best:
-                best, best_name = r, name
+                best, best_name = r, ref.name
         return best, best_name
 
-    def keep(self, score: float) -> bool:
-        return score <= self.threshold
+    def graph_score(self, graph: Any) -> tuple[float, str | None, str, str]:
+        """``(score, closest, signal, note)`` of a traced task against the reference graphs."""
+        from kag.core.data.opgraph import dice
 
+        digest = graph.digest()
+        if digest in self.exact:
+            return 1.0, self.exact[digest], "graph", ""
+        for fewer, op in graph.one_op_fewer() if graph.size > MIN_SHARED_OPS else ():
+            if fewer in self.exact:
+                return ONE_OP_APART, self.exact[fewer], "graph_one_op", f"benchmark task plus {op}"
+        if digest in self.minus_one and graph.size >= MIN_SHARED_OPS:
+            name, op = self.minus_one[digest]
+            return ONE_OP_APART, name, "graph_one_op", f"benchmark task less {op}"
+        local, best, best_name = graph.local_tokens(), 0.0, None
+        for ref in self.reference:
+            if ref.local is not None and (d := dice(local, ref.local)) > best:
+                best, best_name = d, ref.name
+        return best, best_name, "graph_overlap", ""
+
+    def judge(self, code: str) -> Verdict:
+        """Both signals for one task; the higher one decides."""
+        from kag.core.data.opgraph import OpGraphError, trace
+
+        ast_s, ast_name = self.ast_score(code)
+        graph_s, note = None, ""
+        if self.op_graph and self.exact:
+            try:
+                graph_s, graph_name, signal, note = self.graph_score(trace(code))
+            except OpGraphError as exc:
+                note = f"no op graph: {exc}"
+        if graph_s is not None and graph_s >= ast_s:
+            return Verdict(graph_s, graph_name, signal, ast_s, graph_s, note)
+        return Verdict(ast_s, ast_name, "ast" if ast_name else "none", ast_s, graph_s, note)
+
+    def score(self, code: str) -> tuple[float, str | None]:
+        """Highest similarity to any reference task (by either signal), and which one."""
+        v = self.judge(code)
+        return v.score, v.closest
+
+    def keep(self, score: float) -> bool:
+        """Kept below the threshold; at or above it the task is a benchmark copy and dropped."""
+        return score < self.threshold
 
     def write_report(self, scores: list[float], out_dir: Path, extra: dict[str, Any] | None = None) -> None:
-        write_report(scores, self.threshold, out_dir, {"reference_tasks": len(self.reference), **(extra or {})})
+        write_report(scores, self.threshold, out_dir, {**self.params(), "untraced_reference": self.untraced,
+                                                       **(extra or {})})
 
 
 def write_report(scores: list[float], threshold: float, out_dir: Path, extra: dict[str, Any] | None = None) -> None:
@@ -150,7 +246,7 @@ def write_report(scores: list[float], threshold: float, out_dir: Path, extra: di
     import numpy as np
 
     counts, edges = np.histogram(scores, bins=20, range=(0.0, 1.0))
-    data = {"threshold": threshold, "n": len(scores), "dropped": sum(s > threshold for s in scores),
+    data = {"threshold": threshold, "n": len(scores), "dropped": sum(s >= threshold for s in scores),
             "max": max(scores, default=None), "mean": (sum(scores) / len(scores)) if scores else None,
             "histogram": {"edges": [round(float(e), 3) for e in edges], "counts": [int(c) for c in counts]},
             **(extra or {})}
@@ -159,7 +255,7 @@ def write_report(scores: list[float], threshold: float, out_dir: Path, extra: di
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.hist(scores, bins=edges, color="#4477aa")
     ax.axvline(threshold, color="#cc3311", linestyle="--", label=f"threshold {threshold}")
-    ax.set_xlabel("max structural similarity to a benchmark task")
+    ax.set_xlabel("similarity to the closest benchmark task (op graph or AST)")
     ax.set_ylabel("tasks")
     ax.legend()
     fig.tight_layout()

@@ -4,6 +4,8 @@ Checks, cheapest first: it loads and runs in eager; the same inputs give identic
 dropout or random ops); outputs are finite, not constant, and differ for different inputs; eager
 time lies in a window; torch.compile runs it with the same outputs. Each task runs in a worker
 process (spawned; one per GPU on CUDA) that is killed and replaced when it passes the timeout.
+Workers die with the process that started them, however it dies (see ``_die_with_parent``).
+Trusted data-pipeline side: the tasks are composed from crawled seeds, not agent solutions.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue
+import signal
+import threading
 import time
 from typing import Any, Iterable, Iterator
 
@@ -133,10 +137,48 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
     return {"eager_ms": round(eager_ms, 4), "output_shapes": [list(t.shape) for t in out1]}
 
 
+def _die_with_parent() -> None:
+    """Make this worker a process group and kill the group when the parent process dies.
+
+    A killed parent (SIGKILL, or SIGTERM, whose default action skips every ``finally``) cannot stop
+    its workers, and a ``daemon`` flag only acts at a normal exit. ``multiprocessing`` gives each
+    spawned child a sentinel: the read end of a pipe whose write end only the parent holds, so it
+    reads EOF the moment the parent is gone, by any signal, with no race (EOF is already there if
+    the parent died first). A thread waits on it and kills the worker's own process group, which
+    takes anything the task or torch started below the worker with it (PR_SET_PDEATHSIG would kill
+    the worker alone, on Linux alone, and fires when the spawning *thread* exits). With the workers
+    gone, the multiprocessing resource tracker reads EOF too and exits. Its own group also keeps a
+    terminal's Ctrl-C away from the worker: the parent stops it.
+    """
+    parent = mp.parent_process()
+    if parent is None:  # run in-process (tests call check_task directly): nothing to watch
+        return
+    os.setpgid(0, 0)
+
+    def watch() -> None:
+        from multiprocessing.connection import wait
+
+        wait([parent.sentinel])
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-death-watch", daemon=True).start()
+
+
+def _kill(proc: Any) -> None:
+    """Kill a worker and its process group (what its task started), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # not yet its own group: the worker alone
+        proc.kill()
+    proc.join(5)
+
+
 def _worker_main(wid: int, device: str, threads: int, config: dict[str, Any], inbox: Any, outbox: Any,
                  timing_lock: Any = None) -> None:
     """Worker process loop: announce readiness, then check tasks one at a time."""
     import warnings
+
+    _die_with_parent()
 
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # parallelism comes from the pool
 
@@ -271,8 +313,7 @@ class ExecFilter:
                     dead = not w["proc"].is_alive()
                     if w["key"] is not None and (overdue or dead):
                         key = w["key"]
-                        w["proc"].kill()
-                        w["proc"].join(5)
+                        _kill(w["proc"])
                         busy -= 1
                         reason = "timeout" if overdue else "worker_crash"
                         detail = (f"no verdict within {self.timeout_s:.0f} s" if overdue
@@ -288,8 +329,7 @@ class ExecFilter:
             for w in workers:
                 w["proc"].join(2)
                 if w["proc"].is_alive():
-                    w["proc"].kill()
-                    w["proc"].join(2)
+                    _kill(w["proc"])
 
 
 @hookimpl

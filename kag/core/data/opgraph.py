@@ -1,0 +1,216 @@
+"""A task's computation as a normalised op graph, for decontamination by meaning (trusted side).
+
+The forward runs on the meta device under a dispatch mode that records each aten op and which
+earlier ops' tensors it reads (what ``make_fx`` records, without building an fx graph: a ResNet-101
+took 2.9 s against make_fx's 11.6 s). Parameters and inputs are meta tensors, so a 4096x4096 GEMM
+or a ResNet costs no memory and no compute, the way ``probe_output`` finds shapes. A trace stops at
+``MAX_OPS`` aten ops (the LSTM/GRU tasks unroll to 46k-98k over their time steps); such a task has
+no graph and only the AST signal. Only trusted data-pipeline inputs are traced here (benchmark files,
+and composed tasks that the exec filter has already run in its workers); agent solutions never.
+
+Tracing lowers module calls, functional calls and methods to the same aten ops (``nn.Linear``,
+``F.linear`` and ``x @ w.t() + b`` all become ``mm`` then ``add``; ``nn.ReLU``, ``F.relu``,
+``torch.relu`` and ``x.relu_()`` all become ``relu``). The graph then drops what does not change
+meaning: shapes, constants, names, layout ops (view, transpose, contiguous ...), computations that
+read no input (tensor factories, parameter-only arithmetic, BatchNorm's step counter: folded like
+constants), and statement order (nodes are hashed by their op and the hashes of their inputs,
+Merkle-style, so two orders of independent statements give the same graph).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+from typing import Any, Iterator
+
+import attrs
+
+# Ops that move or re-view data without computing: a node of these stands for its input.
+LAYOUT_OPS = frozenset({
+    "view", "unsafe_view", "reshape", "reshape_alias", "t", "transpose", "permute", "expand", "expand_as",
+    "clone", "contiguous", "squeeze", "unsqueeze", "flatten", "unflatten", "detach", "alias", "lift_fresh",
+    "lift_fresh_copy", "to_copy", "to", "as_strided", "view_as", "numpy_T", "mT", "type_as", "copy",
+})
+# Spellings of one op after lowering; a tuple is a fused op split into its parts (data flows in order).
+ALIASES: dict[str, str | tuple[str, ...]] = {
+    "addmm": ("mm", "add"), "baddbmm": ("mm", "add"), "addbmm": ("mm", "add"), "bmm": "mm", "matmul": "mm",
+    "mv": "mm", "dot": "mm", "linear": ("mm", "add"), "rsub": "sub", "true_divide": "div",
+    "native_batch_norm": "batch_norm", "native_batch_norm_legit": "batch_norm",
+    "native_batch_norm_legit_functional": "batch_norm", "native_batch_norm_legit_no_training": "batch_norm",
+    "cudnn_batch_norm": "batch_norm", "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
+    "max_pool1d_with_indices": "max_pool1d", "max_pool2d_with_indices": "max_pool2d",
+    "max_pool3d_with_indices": "max_pool3d", "adaptive_max_pool2d": "adaptive_max_pool2d",
+    "native_dropout": "dropout", "scaled_dot_product_attention": "sdpa",
+    "scaled_dot_product_flash_attention_for_cpu": "sdpa", "scaled_dot_product_efficient_attention": "sdpa",
+    "scaled_dot_product_flash_attention": "sdpa",
+}
+POINTWISE_PARTS = frozenset({"add"})  # the pointwise part of a split fused op
+INPUT = "input"  # the label of the forward's tensor arguments
+MAX_OPS = 4000  # KernelBench's largest graph short of the unrolled RNNs has 1.8k nodes
+
+
+class OpGraphError(Exception):
+    """The task cannot be traced (data-dependent control flow, an op without a meta kernel ...)."""
+
+
+@attrs.frozen
+class OpGraph:
+    """Nodes in trace order: ``labels[i]`` computed from nodes ``inputs[i]``; ``pointwise[i]`` says
+    whether node i is elementwise (aten's ``pointwise`` tag)."""
+
+    labels: tuple[str, ...]
+    inputs: tuple[tuple[int, ...], ...]
+    pointwise: tuple[bool, ...]
+
+    def digest(self) -> str:
+        """Hash of the graph that no statement order, name or shape changes (Merkle over inputs)."""
+        memo: list[str] = []
+        for label, ins in zip(self.labels, self.inputs):  # trace order is a topological order
+            parts = ",".join(sorted(memo[j] for j in ins))
+            memo.append(hashlib.sha1(f"{label}({parts})".encode()).hexdigest()[:16])
+        used = {j for ins in self.inputs for j in ins}
+        sinks = sorted(h for i, h in enumerate(memo) if i not in used and self.labels[i] != INPUT)
+        return hashlib.sha1(";".join(sinks).encode()).hexdigest()
+
+    def without(self, drop: int, keep: int | None) -> OpGraph:
+        """The graph with node ``drop`` removed, its consumers reading node ``keep`` instead."""
+        index = {i: i - (i > drop) for i in range(len(self.labels)) if i != drop}
+
+        def remap(ins: tuple[int, ...]) -> tuple[int, ...]:
+            out: list[int] = []
+            for j in ins:
+                k = keep if j == drop else j
+                if k is not None and index[k] not in out:
+                    out.append(index[k])
+            return tuple(out)
+
+        rows = [(lab, remap(ins), pw) for i, (lab, ins, pw) in
+                enumerate(zip(self.labels, self.inputs, self.pointwise)) if i != drop]
+        return OpGraph(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+
+    @property
+    def size(self) -> int:
+        """Compute nodes (the inputs not counted)."""
+        return sum(lab != INPUT for lab in self.labels)
+
+    def one_op_fewer(self) -> Iterator[tuple[str, str]]:
+        """``(digest, label)`` of each graph with one elementwise node removed (and bypassed)."""
+        for i, (label, pw) in enumerate(zip(self.labels, self.pointwise)):
+            if pw:
+                for keep in self.inputs[i] or (None,):
+                    yield self.without(i, keep).digest(), label
+
+    def local_tokens(self) -> collections.Counter[str]:
+        """Each node's op with the ops feeding it: the multiset the graded similarity compares."""
+        return collections.Counter(f"{lab}<{','.join(sorted(self.labels[j] for j in ins))}"
+                                   for lab, ins in zip(self.labels, self.inputs))
+
+
+def dice(a: collections.Counter[str], b: collections.Counter[str]) -> float:
+    total = sum(a.values()) + sum(b.values())
+    return 2 * sum((a & b).values()) / total if total else 1.0
+
+
+def _op_name(target: Any) -> str:
+    name = getattr(target, "__name__", str(target)).split(".")[0]
+    return name.strip("_")
+
+
+class _Builder:
+    """Collects normalised nodes from aten calls as they are dispatched."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+        self.inputs: list[tuple[int, ...]] = []
+        self.pointwise: list[bool] = []
+
+    def node(self, label: str, inputs: tuple[int, ...], pointwise: bool) -> tuple[int, ...]:
+        if len(self.labels) >= MAX_OPS:
+            raise OpGraphError(f"more than {MAX_OPS} ops (an unrolled recurrence?)")
+        self.labels.append(label)
+        self.inputs.append(inputs)
+        self.pointwise.append(pointwise)
+        return (len(self.labels) - 1,)
+
+    def call(self, op: Any, per_arg: list[tuple[int, ...]], args: tuple) -> tuple[int, ...]:
+        """The nodes an op's result stands for, given the nodes each of its arguments stands for."""
+        import torch
+
+        srcs = tuple(dict.fromkeys(j for a in per_arg for j in a))
+        name = _op_name(op)
+        if name in LAYOUT_OPS or not srcs:  # a re-view; or it reads no input: folded like a constant
+            return srcs
+        alias = ALIASES.get(name, name)
+        if name == "convolution" and len(args) > 6:  # Conv2d and ConvTranspose3d are different tasks
+            alias = f"conv{len(args[3])}d" + ("_transpose" if args[6] else "")
+        if isinstance(alias, tuple):  # addmm(bias, a, b) -> mm(a, b) -> add(., bias)
+            prev = tuple(dict.fromkeys(j for a in per_arg[1:] for j in a))
+            if not prev:
+                return srcs
+            for k, part in enumerate(alias):
+                prev = self.node(part, prev + (per_arg[0] if k else ()), part in POINTWISE_PARTS and k > 0)
+            return prev
+        return self.node(alias, srcs, torch.Tag.pointwise in getattr(op, "tags", ()))
+
+    def graph(self) -> OpGraph:
+        return OpGraph(tuple(self.labels), tuple(self.inputs), tuple(self.pointwise))
+
+
+def _recorder(builder: _Builder) -> Any:
+    """A dispatch mode that runs each aten op (on meta tensors) and records it into ``builder``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Record(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.made: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(tensor) -> (tensor kept alive, nodes)
+
+        def source(self, t: Any) -> tuple[int, ...]:
+            got = self.made.get(id(t))
+            return got[1] if got is not None and got[0] is t else ()
+
+        def mark(self, t: Any, nodes: tuple[int, ...]) -> None:
+            self.made[id(t)] = (t, nodes)
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            import torch
+
+            out = func(*args, **(kwargs or {}))
+            per_arg = [tuple(j for t in tree_flatten(a)[0] if isinstance(t, torch.Tensor) for j in self.source(t))
+                       for a in (*args, *(kwargs or {}).values())]
+            nodes = builder.call(func, per_arg, args)
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    self.mark(t, nodes)
+            return out
+
+    return Record()
+
+
+def trace(code: str) -> OpGraph:
+    """The op graph of a KernelBench-format task (``Model``, ``get_inputs``, ``get_init_inputs``)."""
+    import warnings
+
+    import torch
+
+    from kag.core.tasks import load_module
+
+    builder = _Builder()
+    try:
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            ns = load_module(code, "<decontam>")
+            model = ns["Model"](*ns["get_init_inputs"]())
+            inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+            recorder = _recorder(builder)
+            for x in inputs:
+                if isinstance(x, torch.Tensor):
+                    recorder.mark(x, builder.node(INPUT, (), False))
+            with recorder:
+                model(*inputs)
+    except OpGraphError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure means "no graph"; the AST score still applies
+        raise OpGraphError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    return builder.graph()
