@@ -72,8 +72,11 @@ def run_jobs(tasks: Iterable[Task], out: Path, executor: Any, make_job: Callable
             append_jsonl(out / "results.jsonl", row)
             if progress is not None:
                 progress()
-    finally:
+    except KeyboardInterrupt:  # the caller ends every process; a Ctrl-C may have stopped a local cluster too
+        raise
+    except BaseException:
         outcomes.close()
+        raise
     if todo:
         append_jsonl(out / EXECUTOR_FILE, attrs.asdict(executor.stats))
     return len(todo)

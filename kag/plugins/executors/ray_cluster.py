@@ -105,25 +105,31 @@ class RayExecutor:
             raise PluginError("the Ray cluster has no GPU; start its nodes with GPUs or use --backend cpu")
         return min(gpus, workers) if workers else gpus
 
-    def _start(self, ray: Any, slot: int, generation: int, gpu: bool) -> Any:
-        """A fresh worker, ready (None if the cluster cannot place one in time)."""
-        actor_cls = ray.remote(RayWorker).options(
-            name=f"kag-{self.run_id}-w{slot}.{generation}", namespace=NAMESPACE, max_restarts=0,
-            max_concurrency=2,  # ``info`` answers while ``run`` works
-            num_gpus=1 if gpu else 0, num_cpus=1)
-        actor = actor_cls.remote(1 if gpu else 0)
-        try:
-            info = ray.get(actor.info.remote(), timeout=self.worker_start_timeout_s)
-        except Exception:  # noqa: BLE001 - GetTimeoutError, or the actor died starting
-            ray.kill(actor, no_restart=True)
-            return None
+    def _start(self, ray: Any, slots: dict[int, int], gpu: bool) -> dict[int, Any]:
+        """Fresh workers for ``slots`` (slot -> generation), started together; those ready in time."""
+        launched = {}
+        for slot, generation in slots.items():
+            launched[slot] = ray.remote(RayWorker).options(
+                name=f"kag-{self.run_id}-w{slot}.{generation}", namespace=NAMESPACE, max_restarts=0,
+                max_concurrency=2,  # ``info`` answers while ``run`` works
+                num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0)
+        infos = {slot: actor.info.remote() for slot, actor in launched.items()}
+        ready = {}
         import kag
 
-        if info["kag_version"] != kag.__version__:
-            ray.kill(actor, no_restart=True)
-            raise PluginError(f"the Ray workers run kag {info['kag_version']}, this driver kag {kag.__version__}: "
-                              f"install the same kag on every node")
-        return actor
+        for slot, actor in launched.items():
+            try:
+                info = ray.get(infos[slot], timeout=self.worker_start_timeout_s)
+            except Exception:  # noqa: BLE001 - GetTimeoutError (no room on the cluster), or it died starting
+                ray.kill(actor, no_restart=True)
+                continue
+            if info["kag_version"] != kag.__version__:
+                for other in launched.values():
+                    ray.kill(other, no_restart=True)
+                raise PluginError(f"the Ray workers run kag {info['kag_version']}, this driver kag "
+                                  f"{kag.__version__}: install the same kag on every node")
+            ready[slot] = actor
+        return ready
 
     # -- the run -----------------------------------------------------------------------------
     def map_unordered(self, jobs: Iterable[Job], workers: int | None = None, gpu: bool = False) -> Iterator[JobOutcome]:
@@ -144,12 +150,10 @@ class RayExecutor:
         actors: dict[int, Any] = {}
         generation: dict[int, int] = {}
         running: dict[Any, tuple[int, Job]] = {}
+        interrupted = False
         try:
-            for slot in range(min(self._worker_count(ray, workers, gpu), len(pending))):
-                generation[slot] = 0
-                actor = self._start(ray, slot, 0, gpu)
-                if actor is not None:
-                    actors[slot] = actor
+            generation.update({slot: 0 for slot in range(min(self._worker_count(ray, workers, gpu), len(pending)))})
+            actors.update(self._start(ray, generation, gpu))
             self.stats.workers = len(actors)
             while pending or running:
                 busy = {slot for slot, _ in running.values()}
@@ -184,14 +188,23 @@ class RayExecutor:
                     self.stats.restarted_workers += 1
                     self._replace(ray, actors, generation, slot, gpu)
                 yield JobOutcome(job.key, value, error, attempts=attempts[job.key], worker=worker)
+        except KeyboardInterrupt:  # the same Ctrl-C reached a local cluster: the caller kills what is left
+            interrupted = True
+            raise
         finally:
-            for actor in actors.values():
-                try:
-                    ray.kill(actor, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
-            if started_here:
-                ray.shutdown()
+            if not interrupted:
+                self._stop(ray, actors, started_here)
+
+    @staticmethod
+    def _stop(ray: Any, actors: dict[int, Any], started_here: bool) -> None:
+        """The run's workers killed, and the local cluster stopped if this run started it."""
+        for actor in actors.values():
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if started_here:
+            ray.shutdown()
 
     def _replace(self, ray: Any, actors: dict[int, Any], generation: dict[int, int], slot: int, gpu: bool) -> None:
         try:
@@ -199,9 +212,7 @@ class RayExecutor:
         except Exception:  # noqa: BLE001 - a dead actor
             pass
         generation[slot] += 1
-        actor = self._start(ray, slot, generation[slot], gpu)
-        if actor is not None:
-            actors[slot] = actor
+        actors.update(self._start(ray, {slot: generation[slot]}, gpu))
 
 
 @hookimpl
