@@ -35,8 +35,13 @@ def _import_ray() -> Any:
 class RayWorker:
     """One Ray actor: holds its GPU for the whole run, with a judge started ahead of each job."""
 
-    def __init__(self, warm_judges: int) -> None:
+    def __init__(self, warm_judges: int, omp_threads: str | None) -> None:
         self.current: str | None = None
+        # Ray sets OMP_NUM_THREADS=1 in its workers; evaluations here must time as a local run does
+        if omp_threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = omp_threads
         if warm_judges:
             from kag.core.eval.judge_process import keep_judges_warm
 
@@ -112,7 +117,7 @@ class RayExecutor:
             launched[slot] = ray.remote(RayWorker).options(
                 name=f"kag-{self.run_id}-w{slot}.{generation}", namespace=NAMESPACE, max_restarts=0,
                 max_concurrency=2,  # ``info`` answers while ``run`` works
-                num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0)
+                num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0, os.environ.get("OMP_NUM_THREADS"))
         infos = {slot: actor.info.remote() for slot, actor in launched.items()}
         ready = {}
         import kag

@@ -97,6 +97,9 @@ def test_a_job_that_asks_for_it_gets_its_worker_replaced(cluster):
     assert got["before"].value != got["after"].value  # a fresh worker process after the poisoned job
     assert got["before"].worker == "ray:w0.0" and got["after"].worker == "ray:w0.1"
     assert executor.stats.restarted_workers == 1 and executor.stats.lost_workers == 0
+    # Ray gives its workers OMP_NUM_THREADS=1: an evaluation there must time with this process's threads
+    threads = next(RayExecutor().map_unordered([Job("omp", "os:getenv", {"key": "OMP_NUM_THREADS"})]))
+    assert threads.value == os.environ.get("OMP_NUM_THREADS")
     local = LocalExecutor()  # threads of this process: nothing to restart, the same answers
     assert sorted(o.key for o in local.map_unordered(jobs, workers=1)) == ["after", "before", "poisoned"]
 
@@ -138,3 +141,46 @@ def test_kag_eval_through_the_cluster_survives_a_killed_worker_with_local_result
     assert "1 retried after a lost worker, 1 workers lost" in stdout
     trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert sorted(t["task"] for t in trajectories) == ["relu", "tanh"]  # sent back, written here
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_kag_eval_on_its_own_local_ray_cluster(tmp_path):
+    """SIGINT to the process group as a terminal sends it, with a local cluster started for the run
+    (its workers live in sessions of their own): exit 130 at once, only finished episodes recorded,
+    every process the run started gone."""
+    from kag.core.trust.isolation import descendants
+
+    tasks, replays = tmp_path / "tasks", tmp_path / "replays"
+    tasks.mkdir()
+    replays.mkdir()
+    for name in ("relu", "sigmoid", "tanh"):
+        shutil.copy(EXAMPLES / name / "cpu" / "model.py", tasks / f"{name}.py")
+        shutil.copy(EXAMPLES / name / "cpu" / "replay.json", replays / f"{name}.json")
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "eval", "--dataset", f"local:{tasks}",
+                             "--policy", "replay", "--policy-option", f"path={replays}", "--backend", "cpu",
+                             "--num-timed", "5", "--out", str(out), "--plugin", "executor=ray", "--concurrency", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 900
+    while time.time() < deadline and proc.poll() is None and not (results.exists() and results.read_text()):
+        time.sleep(0.2)
+    time.sleep(3)  # the next episode is under way
+    started = descendants(proc.pid)
+    finished = results.read_text().count("\n")
+    assert proc.poll() is None and 1 <= finished < 3, "the run ended before it could be interrupted"
+    t0 = time.time()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and time.time() - t0 < 60, stderr[-3000:]
+    assert "Traceback" not in stderr and "resumes" in stderr
+    time.sleep(2)
+    assert [pid for pid in started if _alive(pid)] == []  # gcs, raylet, workers, judges, candidates
+    assert results.read_text().count("\n") == finished
