@@ -93,10 +93,10 @@ class RayExecutor:
         address = self.address or os.environ.get("RAY_ADDRESS") or None
         options: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING,
                                    "configure_logging": False}
-        if address is None:  # a local cluster sized so every worker fits, as local threads would
+        if address is None:  # a new local cluster (not one `ray start` left here), sized so every worker fits
             options.update(num_cpus=max(os.cpu_count() or 1, workers), include_dashboard=False)
         try:
-            ray.init(address=address, **options)
+            ray.init(address=address or "local", **options)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise PluginError(f"cannot join the Ray cluster at {address}: {exc}; check --ray-address "
                               f"(ray start --head prints it)") from None

@@ -168,10 +168,12 @@ def test_ctrl_c_stops_kag_eval_on_its_own_local_ray_cluster(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "eval", "--dataset", f"local:{tasks}",
                              "--policy", "replay", "--policy-option", f"path={replays}", "--backend", "cpu",
                              "--num-timed", "5", "--out", str(out), "--plugin", "executor=ray", "--concurrency", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})  # not the fixture's
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None and not (results.exists() and results.read_text()):
         time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
     time.sleep(3)  # the next episode is under way
     started = descendants(proc.pid)
     finished = results.read_text().count("\n")
