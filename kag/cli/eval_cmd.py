@@ -15,19 +15,23 @@ from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_p
               help="e.g. kernelbench:~/KernelBench, ops6k:data.parquet, local:tasks/")
 @click.option("--level", help="KernelBench level(s), e.g. 1 or 1,2.")
 @click.option("--ids", help="Problem ids / row numbers, e.g. 1-20,23.")
-@click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True,
-              help="Episodes at once (evaluations share the GPU pool, one GPU each while timing).")
+@click.option("--concurrency", type=click.IntRange(1),
+              help="Episodes at once [default: 1; with --plugin executor=ray on a GPU backend, one per GPU of "
+                   "the cluster] (local: evaluations share the GPU pool, one GPU each while timing).")
+@click.option("--ray-address", metavar="HOST:PORT",
+              help="The Ray cluster for --plugin executor=ray (default: RAY_ADDRESS, else a local cluster).")
 @agent_options
 @user_errors
-def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: int, policy: str | None,
-          policy_pairs: tuple[str, ...], backend: str, max_turns: int, max_context_tokens: int, num_timed: int,
-          out_dir: str, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: int | None, ray_address: str | None,
+          policy: str | None, policy_pairs: tuple[str, ...], backend: str, max_turns: int, max_context_tokens: int,
+          num_timed: int, out_dir: str, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Run one episode per task; write results.jsonl, summary.md/json and fast_p.png to OUT."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kag.core.agent.loop import Agent
-    from kag.core.benchmark.engine import finished_tasks, run_all, write_summary
     from kag.core.agent.trajectory import TrajectoryWriter
+    from kag.core.benchmark.engine import finished_tasks, run_jobs, write_summary
+    from kag.core.benchmark.jobs import episode_job
+    from kag.core.records import Trajectory, from_dict
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     loaded = open_dataset(plugins, config, dataset_spec, level=level, ids=ids).load()
@@ -36,28 +40,36 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     name, opts, cfg = make_agent_parts(plugins, config, policy, policy_pairs, backend, max_turns,
                                        max_context_tokens, num_timed)
     plugins.create("policy", name, **opts)  # bad policy options fail now, not in every episode
+    plugins.create("sandbox")  # and a sandbox that cannot start here (no Docker daemon)
+    executor = make_executor(plugins, config, ray_address)
     out = Path(out_dir)
     writer = TrajectoryWriter(out)
-    sandbox = plugins.create("sandbox")
+    # local jobs write their turn logs and trajectories here as they go; remote ones send them back
+    job_out = str(out) if executor.name == "local" else None
 
-    def run_one(task):
-        agent = Agent(plugins, plugins.create("policy", name, **opts), sandbox, cfg, writer=writer, policy_name=name)
-        traj, solution = agent.run_episode(task)
-        return traj, traj.result, solution
+    def make_job(task):
+        return episode_job(task, name, opts, plugins.names_selected(), cfg, job_out)
+
+    def on_value(value):
+        if value.get("trajectory"):
+            writer.finish(from_dict(Trajectory, value["trajectory"]))
 
     done = finished_tasks(out)
     todo = sum(1 for t in loaded.tasks if t.name not in done)
     click.echo(f"kag eval: {len(loaded.tasks)} tasks ({len(loaded.tasks) - todo} already done) with policy {name} "
-               f"on {cfg.eval_options.backend}, concurrency {concurrency}", err=True)
+               f"on {cfg.eval_options.backend}, executor {executor.name}, concurrency {concurrency or 'auto'}", err=True)
+    gpu = cfg.eval_options.backend != "cpu"
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       transient=False) as progress:
             bar = progress.add_task("episodes", total=todo)
-            if cfg.eval_options.backend != "cpu":  # one judge started ahead per episode in flight
+            if gpu and executor.name == "local":  # one judge started ahead per episode in flight
                 from kag.core.eval.judge_process import keep_judges_warm
 
-                keep_judges_warm(concurrency)
-            run_all(loaded.tasks, out, run_one, concurrency, progress=lambda: progress.advance(bar))
+                keep_judges_warm(concurrency or 1)
+            workers = concurrency or (None if executor.name != "local" else 1)
+            run_jobs(loaded.tasks, out, executor, make_job, workers, gpu=gpu,
+                     progress=lambda: progress.advance(bar), on_value=on_value)
     except KeyboardInterrupt:  # Ctrl-C: the episodes in flight end unrecorded, the summary covers the rest
         stop_started_processes()
         finished = len(finished_tasks(out))
@@ -69,3 +81,16 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")
+
+
+def make_executor(plugins, config, ray_address: str | None):
+    """The selected executor, with its kag.toml options; --ray-address for the ray one."""
+    from kag.core.plugins import PluginError
+
+    name = plugins.selected("executor")
+    opts = config.options("executors", name)
+    if ray_address:
+        if name != "ray":
+            raise PluginError(f"--ray-address is for the ray executor; add --plugin executor=ray (selected: {name})")
+        opts["address"] = ray_address
+    return plugins.create("executor", name, **opts)

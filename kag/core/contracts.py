@@ -270,6 +270,19 @@ class DecontamFilter(Protocol):
         """The histogram and numbers of a decontamination run, in ``out_dir``."""
 
 
+# -- executor -----------------------------------------------------------------------------------
+@runtime_checkable
+class Executor(Protocol):
+    """Runs jobs (kag.core.executor.Job: a kag function's name and plain data) where it likes:
+    threads here (``local``), workers of a cluster (``ray``). Optional: ``check_available``."""
+
+    stats: Any  # kag.core.executor.ExecutorStats of the last run: workers, retries, lost workers
+
+    def map_unordered(self, jobs: Iterable[Any], workers: int | None = None, gpu: bool = False) -> Iterator[Any]:
+        """JobOutcomes in completion order; ``gpu``: each worker needs a GPU of its own. Closing
+        the iterator early (Ctrl-C) stops the work without waiting for what is in flight."""
+
+
 # A filter serves the stage that creates it by name, so the kind has one contract per stage.
 Filter = ExecutionFilter | DecontamFilter
 
@@ -289,4 +302,5 @@ KIND_CONTRACTS: dict[str, Any] = {
     "crawler": Crawler,
     "composer": Composer,
     "filter": Filter,
+    "executor": Executor,
 }

@@ -34,6 +34,7 @@ KIND_HOOKS: dict[str, str] = {
     "crawler": "kag_register_crawlers",
     "composer": "kag_register_composers",
     "filter": "kag_register_filters",
+    "executor": "kag_register_executors",
 }
 KINDS: tuple[str, ...] = tuple(KIND_HOOKS)
 
@@ -118,6 +119,12 @@ def kag_register_composers(register: Register) -> None:
 def kag_register_filters(register: Register) -> None:
     """Register task filters of ``kag data`` (exec: run-based checks, decontam: benchmark overlap):
     ``register(name, factory: Callable[..., Filter])``, the stage's ``ExecutionFilter`` or ``DecontamFilter``."""
+
+
+@hookspec
+def kag_register_executors(register: Register) -> None:
+    """Register executors that run ``kag eval``'s episodes (local threads, a Ray cluster):
+    ``register(name, factory: Callable[..., Executor])``."""
 
 
 @hookspec

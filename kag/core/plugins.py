@@ -61,6 +61,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.guards.hidden_work",
     "kag.plugins.guards.tampering",
     "kag.plugins.guards.precision",
+    "kag.plugins.executors.local",
+    "kag.plugins.executors.ray_cluster",
 )
 
 # The name a kind resolves to when nothing selects one. Kinds listed in MULTI_KINDS are
@@ -75,6 +77,7 @@ KIND_DEFAULTS: dict[str, str] = {
     "algorithm": "ppo",
     "backend": "auto",  # decided per machine: AUTO_DEFAULTS
     "composer": "rule",
+    "executor": "local",
 }
 
 

@@ -38,7 +38,7 @@ def _recipes(tmp: Any) -> dict[tuple[str, str], dict[str, Any] | None]:
     simple = {"tool": PLUGINS.names("tool"), "sandbox": ["local", "docker"], "reward": ["milestone", "speedup"],
               "guard": PLUGINS.names("guard"), "tolerance": ["cuda-agent", "strict"], "policy": ["human"],
               "backend": ["cuda", "cpu"], "environment": ["copy-digit"], "crawler": ["torch", "transformers"],
-              "composer": ["rule"], "filter": ["decontam"]}
+              "composer": ["rule"], "filter": ["decontam"], "executor": ["local", "ray"]}
     out.update({(kind, name): {} for kind, names in simple.items() for name in names})
     out.update({("baseline", "eager"): {"mode": "default"}, ("baseline", "compile"): {"mode": "default"},
                 ("policy", "replay"): {"calls": []},

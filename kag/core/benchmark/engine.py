@@ -7,16 +7,16 @@ most the episodes in flight and a rerun skips what is done. Summaries are rebuil
 from __future__ import annotations
 
 import json
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import attrs
 
 from kag.core.benchmark.metrics import fast_p_curve, summarize
+from kag.core.executor import Job
 from kag.core.records import EvalResult, Task, append_jsonl, from_dict, read_jsonl, to_dict
 
+EXECUTOR_FILE = "executor.jsonl"  # one line per invocation: the executor's counts
 FAST_P = [0.0, 0.5, 0.8, 1.0, 1.05, 1.2, 1.5, 2.0, 3.0]
 
 
@@ -32,46 +32,64 @@ def load_results(out: Path) -> list[dict[str, Any]]:
 
 def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[Any, EvalResult | None, Any]],
             concurrency: int = 1, progress: Any = None) -> int:
-    """Run ``run_one`` (-> trajectory, result, solution) on every unfinished task; append each
-    result line as it ends.
+    """Run ``run_one`` (-> trajectory, result, solution) on every unfinished task in threads of this
+    process (the ``local`` executor); see ``run_jobs``."""
+    from kag.core.benchmark.jobs import episode_value
+    from kag.core.executor import LocalExecutor
 
-    On KeyboardInterrupt (Ctrl-C) no episode starts any more and none still running is recorded:
-    an episode cut short is not a failed one, and a rerun does it again. The interrupt is re-raised
-    at once, without waiting for the episodes in flight (the caller ends their processes)."""
+    def job(task: Task) -> Job:
+        return Job(task.name, lambda: episode_value(*run_one(task)))
+
+    return run_jobs(tasks, out, LocalExecutor(), job, concurrency, progress=progress)
+
+
+def run_jobs(tasks: Iterable[Task], out: Path, executor: Any, make_job: Callable[[Task], Job], workers: int = 1,
+             gpu: bool = False, progress: Any = None, on_value: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """Submit one job per unfinished task (``make_job``) to ``executor``; append each result line as
+    its outcome arrives (completion order), so a killed run loses only the episodes in flight.
+
+    ``on_value`` sees each episode's value first (e.g. to write a trajectory that came back from
+    another machine). On KeyboardInterrupt (Ctrl-C) nothing more is recorded and the interrupt goes
+    on at once: the executor drops what is queued and the caller ends the processes in flight.
+    The executor's counts (workers, retries, lost workers) are appended to ``executor.jsonl``."""
     out.mkdir(parents=True, exist_ok=True)
     done = finished_tasks(out)
-    todo = [t for t in tasks if t.name not in done]
-    lock = threading.Lock()
-    interrupted = threading.Event()
-
-    def one(task: Task) -> None:
-        try:
-            traj, result, solution = run_one(task)
-            row = {"task": task.name, "level": task.level, "episode_id": getattr(traj, "episode_id", None),
-                   "reward": getattr(traj, "reward", None), "stop_reason": getattr(traj, "stop_reason", ""),
-                   "result": to_dict(result) if result is not None else None,
-                   "solution": to_dict(solution) if solution is not None else None}
-        except Exception as exc:  # one broken episode costs one failed result, never the run
-            row = {"task": task.name, "level": task.level, "episode_id": None, "reward": None,
-                   "stop_reason": f"error: {type(exc).__name__}: {exc}", "result": None, "solution": None}
-        with lock:
-            if not interrupted.is_set():
-                append_jsonl(out / "results.jsonl", row)
-
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    todo = {t.name: t for t in tasks if t.name not in done}
+    outcomes = executor.map_unordered((make_job(t) for t in todo.values()), workers, gpu=gpu)
     try:
-        futures = [pool.submit(one, t) for t in todo]
-        for fut in as_completed(futures):
-            fut.result()
+        for outcome in outcomes:
+            task = todo[outcome.key]
+            value = outcome.value if outcome.error is None and isinstance(outcome.value, dict) else {}
+            if on_value is not None and value:
+                on_value(value)
+            row = {"task": task.name, "level": task.level, "episode_id": value.get("episode_id"),
+                   "reward": value.get("reward"), "stop_reason": value.get("stop_reason", ""),
+                   "result": value.get("result"), "solution": value.get("solution")}
+            if outcome.error is not None:
+                row["stop_reason"] = f"error: {outcome.error}"
+            if outcome.attempts > 1:
+                row["attempts"] = outcome.attempts
+            append_jsonl(out / "results.jsonl", row)
             if progress is not None:
                 progress()
-    except KeyboardInterrupt:
-        with lock:
-            interrupted.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+    except KeyboardInterrupt:  # the caller ends every process; a Ctrl-C may have stopped a local cluster too
         raise
-    pool.shutdown()
+    except BaseException:
+        outcomes.close()
+        raise
+    if todo:
+        append_jsonl(out / EXECUTOR_FILE, attrs.asdict(executor.stats))
     return len(todo)
+
+
+def executor_totals(out: Path) -> dict[str, Any] | None:
+    """Retries, lost and restarted workers summed over every invocation of a run (None: none logged)."""
+    rows = read_jsonl(out / EXECUTOR_FILE)
+    if not rows:
+        return None
+    keys = ("jobs", "retries", "lost_workers", "restarted_workers")
+    return {"invocations": len(rows), "executors": sorted({r.get("executor", "") for r in rows}),
+            **{k: sum(int(r.get(k, 0)) for r in rows) for k in keys}}
 
 
 def _result(row: dict[str, Any], task: str) -> EvalResult:
@@ -95,14 +113,23 @@ def write_summary(out: Path) -> dict[str, Any]:
         table[name] = {**attrs.asdict(s),
                        "fast_p_compile": dict(zip(map(str, FAST_P), fast_p_curve(groups[name], FAST_P, "compile"))),
                        "fast_p_eager": dict(zip(map(str, FAST_P), fast_p_curve(groups[name], FAST_P, "eager")))}
-    (out / "summary.json").write_text(json.dumps(table, indent=2) + "\n")
-    (out / "summary.md").write_text(_markdown(table))
+    totals = executor_totals(out)
+    (out / "summary.json").write_text(json.dumps({**table, "executor": totals} if totals else table, indent=2) + "\n")
+    (out / "summary.md").write_text(_markdown(table) + _executor_line(totals))
     if groups:
         _plot(groups["overall"], out / "fast_p.png")
         from kag.core.benchmark.kernelbench_format import export
 
         export(groups["overall"], out / "kernelbench")
     return table
+
+
+def _executor_line(totals: dict[str, Any] | None) -> str:
+    if not totals:
+        return ""
+    return (f"\nExecutor ({', '.join(totals['executors'])}, {totals['invocations']} invocation(s)): "
+            f"{totals['jobs']} jobs, {totals['retries']} retried after a lost worker, "
+            f"{totals['lost_workers']} workers lost, {totals['restarted_workers']} restarted.\n")
 
 
 def _pct(x: float | None) -> str:

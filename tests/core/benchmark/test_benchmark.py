@@ -37,6 +37,11 @@ def test_results_are_written_per_task_resumed_and_summarised(tmp_path):
     assert table["overall"]["fast_p_compile"]["1.0"] == 0.5
     assert (tmp_path / "fast_p.png").stat().st_size > 1000
     assert "| level1 | 2 | 50.0% |" in (tmp_path / "summary.md").read_text()
+    # the executor's counts, over both invocations (the one-line form is in summary.md)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["executor"] == {"invocations": 2, "executors": ["local"], "jobs": 4, "retries": 0,
+                                   "lost_workers": 0, "restarted_workers": 0}
+    assert "Executor (local, 2 invocation(s)): 4 jobs, 0 retried" in (tmp_path / "summary.md").read_text()
 
 
 def test_a_bad_complete_result_line_is_an_error_not_a_silent_rerun(tmp_path):

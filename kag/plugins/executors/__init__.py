@@ -1,0 +1,1 @@
+"""Executors: where ``kag eval``'s episodes run (``local`` threads, a ``ray`` cluster)."""

@@ -1,0 +1,188 @@
+"""The ray executor on a real local Ray cluster (a head and two one-CPU worker nodes, on the CPU):
+real worker processes, killed for real with os.kill, and a `kag eval` run through the cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kag.core.executor import Job, LocalExecutor
+from kag.plugins.executors.ray_cluster import NAMESPACE, RayExecutor
+
+ray = pytest.importorskip("ray")
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 0})
+    for _ in range(2):
+        c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _workers() -> dict[str, dict]:
+    """The kag workers alive on the cluster: actor name -> RayWorker.info() (pid, current job)."""
+    out = {}
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] == NAMESPACE and entry["name"].startswith("kag-"):
+            try:
+                out[entry["name"]] = ray.get(ray.get_actor(entry["name"], namespace=NAMESPACE).info.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - an actor that just died
+                continue
+    return out
+
+
+def _kill_a_busy_worker(key: str | None, deadline_s: float = 300) -> dict:
+    """SIGKILL the process of the first worker seen running job ``key`` (any job: None)."""
+    deadline = time.time() + deadline_s
+    while time.time() < deadline:
+        for info in _workers().values():
+            if info["current"] is not None and (key is None or info["current"] == key):
+                os.kill(info["pid"], signal.SIGKILL)
+                return info
+        time.sleep(0.3)
+    raise AssertionError(f"no worker was seen running {key or 'a job'}")
+
+
+def test_a_killed_worker_costs_its_job_a_retry_on_another_worker_not_the_run(cluster):
+    sleep = {"args": ["sleep", "6"], "check": True}
+    jobs = [Job("long", "subprocess:run", sleep), Job("short", "os:getpid", {})]
+    killed: list[dict] = []
+    killer = threading.Thread(target=lambda: killed.append(_kill_a_busy_worker("long")))
+    killer.start()
+    executor = RayExecutor()
+    outcomes = {o.key: o for o in executor.map_unordered(jobs, workers=2)}
+    killer.join()
+    assert killed and outcomes.keys() == {"long", "short"}
+    assert outcomes["long"].error is None and outcomes["long"].value.returncode == 0
+    assert outcomes["long"].attempts == 2 and outcomes["short"].attempts == 1
+    assert outcomes["short"].value != os.getpid()  # ran in a worker process, not here
+    assert (executor.stats.retries, executor.stats.lost_workers, executor.stats.workers) == (1, 1, 2)
+    assert _workers() == {}  # the run's workers are gone with it
+
+
+def test_retries_are_bounded_and_a_raising_job_is_a_failed_outcome(cluster):
+    executor = RayExecutor(max_retries=1)
+    killer = threading.Thread(target=lambda: [_kill_a_busy_worker("doomed") for _ in range(2)])
+    killer.start()
+    jobs = [Job("doomed", "subprocess:run", {"args": ["sleep", "30"]}), Job("bad", "os:getpid", {"nope": 1})]
+    outcomes = {o.key: o for o in executor.map_unordered(jobs, workers=2)}
+    killer.join()
+    assert outcomes["doomed"].error.startswith("WorkerLost: its worker died 2 times")
+    assert "TypeError" in outcomes["bad"].error  # the job raised: reported, not retried
+    assert (executor.stats.retries, executor.stats.lost_workers) == (1, 2)
+
+
+def test_a_job_that_asks_for_it_gets_its_worker_replaced(cluster):
+    # builtins:dict returns its arguments: the value an episode gives after a sticky CUDA error
+    jobs = [Job("before", "os:getpid", {}), Job("poisoned", "builtins:dict", {"restart_worker": True}),
+            Job("after", "os:getpid", {})]
+    executor = RayExecutor()
+    got = {o.key: o for o in executor.map_unordered(jobs, workers=1)}
+    assert got["before"].value != got["after"].value  # a fresh worker process after the poisoned job
+    assert got["before"].worker == "ray:w0.0" and got["after"].worker == "ray:w0.1"
+    assert executor.stats.restarted_workers == 1 and executor.stats.lost_workers == 0
+    # Ray gives its workers OMP_NUM_THREADS=1: an evaluation there must time with this process's threads
+    threads = next(RayExecutor().map_unordered([Job("omp", "os:getenv", {"key": "OMP_NUM_THREADS"})]))
+    assert threads.value == os.environ.get("OMP_NUM_THREADS")
+    local = LocalExecutor()  # threads of this process: nothing to restart, the same answers
+    assert sorted(o.key for o in local.map_unordered(jobs, workers=1)) == ["after", "before", "poisoned"]
+
+
+def test_a_callable_job_is_refused_by_name(cluster):
+    from kag.core.plugins import PluginError
+
+    with pytest.raises(PluginError, match="runs jobs by name"):
+        list(RayExecutor().map_unordered([Job("x", lambda: 1)]))
+
+
+def _rows(out: Path) -> dict[str, dict]:
+    return {r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+def test_kag_eval_through_the_cluster_survives_a_killed_worker_with_local_results(cluster, tmp_path):
+    """relu has a passing replay; tanh has none (its episode fails at once, as with local)."""
+    tasks, replays = tmp_path / "tasks", tmp_path / "replays"
+    tasks.mkdir()
+    replays.mkdir()
+    for name in ("relu", "tanh"):
+        shutil.copy(EXAMPLES / name / "cpu" / "model.py", tasks / f"{name}.py")
+    shutil.copy(EXAMPLES / "relu" / "cpu" / "replay.json", replays / "relu.json")
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "kag.cli.main", "eval", "--dataset", f"local:{tasks}", "--policy", "replay",
+            "--policy-option", f"path={replays}", "--backend", "cpu", "--num-timed", "5", "--out", str(out),
+            "--plugin", "executor=ray", "--ray-address", cluster.address, "--concurrency", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = _kill_a_busy_worker("relu", deadline_s=600)
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-3000:]
+    rows = _rows(out)
+    assert sorted(rows) == ["relu", "tanh"] and killed["current"] == "relu"
+    assert rows["relu"]["result"]["correct"] and rows["relu"]["reward"] >= 1 and rows["relu"]["attempts"] == 2
+    assert "policy_error" in rows["tanh"]["stop_reason"] and rows["tanh"]["reward"] == -1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["passed"] == 1 and summary["overall"]["tasks"] == 2
+    assert summary["executor"]["retries"] == 1 and summary["executor"]["lost_workers"] == 1
+    assert "1 retried after a lost worker, 1 workers lost" in stdout
+    trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(t["task"] for t in trajectories) == ["relu", "tanh"]  # sent back, written here
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_kag_eval_on_its_own_local_ray_cluster(tmp_path):
+    """SIGINT to the process group as a terminal sends it, with a local cluster started for the run
+    (its workers live in sessions of their own): exit 130 at once, only finished episodes recorded,
+    every process the run started gone."""
+    from kag.core.trust.isolation import descendants
+
+    tasks, replays = tmp_path / "tasks", tmp_path / "replays"
+    tasks.mkdir()
+    replays.mkdir()
+    for name in ("relu", "sigmoid", "tanh"):
+        shutil.copy(EXAMPLES / name / "cpu" / "model.py", tasks / f"{name}.py")
+        shutil.copy(EXAMPLES / name / "cpu" / "replay.json", replays / f"{name}.json")
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "eval", "--dataset", f"local:{tasks}",
+                             "--policy", "replay", "--policy-option", f"path={replays}", "--backend", "cpu",
+                             "--num-timed", "5", "--out", str(out), "--plugin", "executor=ray", "--concurrency", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})  # not the fixture's
+    deadline = time.time() + 900
+    while time.time() < deadline and proc.poll() is None and not (results.exists() and results.read_text()):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    time.sleep(3)  # the next episode is under way
+    started = descendants(proc.pid)
+    finished = results.read_text().count("\n")
+    assert proc.poll() is None and 1 <= finished < 3, "the run ended before it could be interrupted"
+    t0 = time.time()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and time.time() - t0 < 60, stderr[-3000:]
+    assert "Traceback" not in stderr and "resumes" in stderr
+    time.sleep(2)
+    assert [pid for pid in started if _alive(pid)] == []  # gcs, raylet, workers, judges, candidates
+    assert results.read_text().count("\n") == finished
