@@ -325,7 +325,7 @@ def table(args, alone, alone_detail, phases, faults, started: float) -> str:
         lines += ["", "| fault | survived | what the client got |", "| --- | --- | --- |"]
         for f in faults:
             ok = {True: "yes", False: "NO", None: "not run"}[f["ok"]]
-            lines.append(f"| {f['fault']} | {ok} | {str(f['got']).replace('|', '/')} |")
+            lines.append(f"| {f['fault']} | {ok} | {' '.join(str(f['got']).replace('|', '/').split())} |")
     return "\n".join(lines) + "\n"
 
 
