@@ -11,10 +11,14 @@ costs seconds to minutes. Every reward reuses a cached timing, so an entry is
   timing slow yet steady (seen on a 2-core machine: torch.compile ReLU at 14.4 ms with an IQR of
   2.6%, against 0.43 ms), which only a timing at another moment shows. Timings are re-taken up to
   ``ATTEMPTS`` times; if none agree, the lowest median serves this evaluation only (load only ever
-  adds time, so it is the closest to the truth and the least generous to the candidate).
+  adds time, so it is the closest to the truth and the least generous to the candidate);
+- written only when it was timed on a quiet machine: with the device's timing slot held and little
+  other work on the CPUs (kag.core.eval.timing_lock). Steady timings under steady load agree with
+  each other (issue 19: eager ReLU at 19.9 ms instead of 0.75 ms with 7 other evaluations starting),
+  and a cached one would serve every later evaluation.
 
-Each entry records its stats, when it was timed (UTC), how many attempts it took and the facts of
-its key. Writes are atomic (temp file + rename) under an flock so parallel evaluations share it.
+Each entry records its stats, when it was timed (UTC), how many attempts it took, the conditions
+it was timed under and the facts of its key. Writes are atomic (temp file + rename) under an flock so parallel evaluations share it.
 """
 
 from __future__ import annotations
@@ -167,7 +171,8 @@ class BaselineCache:
             self.notes.append(f"baseline cache: ignored the entry for {key.baseline} ({key.mode}): {exc}; re-timed")
             return None
 
-    def put(self, key: BaselineKey, stats: TimingStats, attempts: int = 1, timed_at: dt.datetime | None = None) -> bool:
+    def put(self, key: BaselineKey, stats: TimingStats, attempts: int = 1, timed_at: dt.datetime | None = None,
+            conditions: dict[str, Any] | None = None) -> bool:
         """Sign and store ``stats`` under ``key`` unless they did not settle; True when stored.
 
         Entries of the file that do not verify are dropped on the way.
@@ -178,6 +183,8 @@ class BaselineCache:
             "format": FORMAT, "stats": to_dict(stats), "runs": stats.n, "attempts": int(attempts),
             "timed_at": (timed_at or utc_now()).isoformat(timespec="seconds"), "facts": attrs.asdict(key),
         }
+        if conditions is not None:
+            entry["conditions"] = conditions
         assert self._key is not None
         entry["mac"] = integrity.sign(self._key, MAC_KIND, key.text, _canonical(entry))
         integrity.ensure_dir(self.dir)
@@ -190,14 +197,16 @@ class BaselineCache:
         return True
 
     def obtain(self, key: BaselineKey, measure: Callable[[], TimingStats], use_cache: bool = True,
-               attempts: int = ATTEMPTS) -> BaselineOutcome:
+               attempts: int = ATTEMPTS, conditions: Callable[[], Any] | None = None) -> BaselineOutcome:
         """The cached timing of ``key`` if one verifies (and ``use_cache``), else ``measure()``
-        until ``AGREEING`` settled timings agree (at most ``attempts`` times), caching that one.
+        until ``AGREEING`` settled timings agree (at most ``attempts`` times), caching that one unless
+        ``conditions()`` (a kag.core.eval.timing_lock.TimingConditions of the timings) says it was
+        timed under load.
 
         ``info`` is what the judge reports in ``report["baseline_cache"][name]``:
         ``source`` "cache" or "timed"; ``status`` "hit" (from the cache), "miss" (timed now and
         settled: cached unless the cache cannot be used) or "unsettled" (timed now, never settled:
-        not cached); ``cached`` (whether the
+        not cached), "loaded" (timed now under load: not cached); ``cached`` (whether the
         cache now holds it); ``timed_at`` (UTC, ISO 8601); ``age_s`` (0 when timed now); ``runs``
         (timed iterations); ``attempts`` (timings it took); ``iqr_pct`` (IQR in % of the median).
         """
@@ -213,11 +222,19 @@ class BaselineCache:
             tries.append(measure())
             chosen = _agreed(tries)
         best = chosen or min(tries, key=lambda s: (s.median_ms, s.iqr_ms))
-        stored = chosen is not None and self.put(key, chosen, attempts=len(tries))
-        info = {"source": "timed", "status": "miss" if chosen else "unsettled", "cached": stored,
+        cond = conditions() if conditions is not None else None
+        load = cond.loaded() if cond is not None else None
+        stored = chosen is not None and not load and self.put(
+            key, chosen, attempts=len(tries), conditions=attrs.asdict(cond) if cond is not None else None)
+        status = "loaded" if chosen and load else "miss" if chosen else "unsettled"
+        info = {"source": "timed", "status": status, "cached": stored,
                 "timed_at": utc_now().isoformat(timespec="seconds"), "age_s": 0.0, "runs": best.n,
                 "attempts": len(tries), "iqr_pct": round(100 * spread(best), 2)}
+        if cond is not None:
+            info["conditions"] = attrs.asdict(cond)
         notes = self._take_notes()
+        if load:
+            notes.append(f"baseline {key.baseline}: not cached, {load}")
         if chosen is None:
             found = ", ".join(f"{s.median_ms:.4g} ms (IQR {100 * spread(s):.0f}%)" for s in tries)
             notes.append(f"baseline {key.baseline}: its timing did not settle in {len(tries)} attempts ({found}; "

@@ -188,7 +188,8 @@ class CandidateProcess:
                 pass
             self.join(timeout=grace_s)
         self.kill()
-        for fd in (self.go_w, self.done_r, self._mem):
+        fds, (self.go_w, self.done_r, self._mem) = (self.go_w, self.done_r, self._mem), (None, None, None)
+        for fd in fds:  # once: a second close must not close a descriptor opened since under that number
             if fd is None:
                 continue
             try:

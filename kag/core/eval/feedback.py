@@ -37,6 +37,10 @@ def describe_baseline(info: Any) -> str:
     runs = f"{info.get('runs')} runs"
     if info.get("source") == "cache":
         return f"cached {_age(float(info.get('age_s') or 0))} ago, {runs}"
+    if info.get("retimed"):
+        return f"re-timed after the candidate, under its load; kept the {info['retimed'].get('kept')} timing, {runs}"
+    if info.get("status") == "loaded":
+        return f"timed now, {runs}; not cached: timed under load"
     if info.get("status") == "unsettled":
         return (f"timed now, {runs}; not cached: IQR {info.get('iqr_pct')}% of the median "
                 f"after {info.get('attempts')} attempts")
@@ -62,6 +66,11 @@ def format_eval(result: EvalResult) -> str:
         if stats is not None:
             note = f"  ({describe_baseline(cache[name])})" if name in cache else ""
             lines.append(f"  {name:>9}: {stats.median_ms:.4f} ms median (IQR {stats.iqr_ms:.4f}, n={stats.n}){note}")
+    load = result.metadata.get("timing_load", {}).get("candidate")
+    if load:
+        lines.append(f"  timed with {load.get('others_cpus')} of {load.get('cpus')} CPUs busy with other work, "
+                     f"after {load.get('wait_s')} s waiting for the {load.get('slot')} timing slot"
+                     + ("" if load.get("locked") else " (not had: timed alongside another timing)"))
     if result.speedup_vs_eager is not None:
         lines.append(f"  speedup vs eager: {result.speedup_vs_eager:.3f}x")
     if result.speedup_vs_compile is not None:

@@ -14,7 +14,6 @@ import fcntl
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -145,7 +144,9 @@ def gpu_arch() -> str | None:
 class GpuPool:
     def __init__(self, devices: list[str] | None = None, lock_dir: str | Path | None = None):
         self._devices = devices
-        self.lock_dir = Path(lock_dir or os.environ.get("KAG_LOCK_DIR") or Path(tempfile.gettempdir()) / "kag-locks")
+        from kag.core.eval.timing_lock import lock_dir as default_lock_dir
+
+        self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()  # the timing slots' folder too
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 

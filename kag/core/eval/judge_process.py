@@ -23,7 +23,7 @@ import attrs
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 
-JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR")
+JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR")
 
 
 def failed_report(kind: str, error: str) -> JudgeReport:

@@ -145,3 +145,6 @@ def _request(socket_path: str | Path, request: dict[str, Any], timeout: float | 
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise ServerError(f"no evaluation server at {socket_path} ({exc.strerror}); start one with "
                           f"`kag serve --socket {socket_path}`, or drop --server / unset {ENV_VAR}") from None
+    except ConnectionError as exc:  # it went away mid-request (killed, crashed): no verdict was given
+        raise ServerError(f"the evaluation server at {socket_path} stopped before answering ({exc}); no result "
+                          f"was recorded: restart `kag serve --socket {socket_path}` and send it again") from None

@@ -69,6 +69,8 @@ class JudgeSpec:
     host_memory_bytes: int | None = None
     reference_calibration: bool = False
     visible_devices: str | None = None  # the GPU the pool lent, set when the judge is handed the spec
+    timing_slot: str | None = None  # the machine-wide timing slot (kag.core.eval.timing_lock): "cpu", "gpu-<id>"
+    lock_dir: str | None = None  # where the slot's lock lives (None: kag.core.eval.timing_lock.lock_dir())
 
     def candidate(self) -> CandidateSpec:
         return CandidateSpec(task_code=self.task_code, task_path=self.task_path, init_seed=self.init_seed,
@@ -102,6 +104,7 @@ class JudgeReport:
     calibration: dict[str, Any] = attrs.field(factory=dict)
     observed: dict[str, Any] = attrs.field(factory=dict)
     rechecked_calls: int = 0
+    timing_load: dict[str, Any] = attrs.field(factory=dict)  # each timed phase's TimingConditions
 
     def fail(self, kind: str, error: str, judge_error: bool = False) -> None:
         self.correct, self.error_kind, self.error, self.judge_error = False, kind, error, judge_error
@@ -111,4 +114,4 @@ class JudgeReport:
 
     # what evaluate copies into EvalResult.metadata when present
     METADATA = ("baseline_cache", "notes", "candidate_output", "judge_error", "confinement", "calibration",
-                "observed", "rechecked_calls")
+                "observed", "rechecked_calls", "timing_load")

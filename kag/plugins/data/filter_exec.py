@@ -75,6 +75,28 @@ def time_eager(model: Any, inputs: list[Any], device: str, budget_s: float = 1.0
     return statistics.median(times)
 
 
+def timing_slot(device: str) -> Any:
+    """The machine-wide timing slot of ``device`` ("cpu", "cuda:<i>"), shared with ``kag score``,
+    ``kag serve`` and ``kag eval`` (kag.core.eval.timing_lock)."""
+    from kag.core.eval.gpu_pool import list_gpus
+    from kag.core.eval.timing_lock import TimingSlot, slot_name
+
+    visible = None
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        gpus = list_gpus()
+        visible = gpus[index] if index < len(gpus) else str(index)
+    return TimingSlot(slot_name(device, visible))
+
+
+def host_work() -> Any:
+    """Heavy work on this host (kag.core.eval.timing_lock.TimingSlot.shared) where timing needs a quiet CPU."""
+    from kag.core.eval.timing_lock import TimingSlot, host_slot
+
+    host = host_slot()
+    return TimingSlot(host).shared() if host else contextlib.nullcontext()
+
+
 def check_task(code: str, device: str, window_ms: tuple[float, float], compile_backend: str = "inductor",
                atol: float = 1e-3, rtol: float = 1e-3, distinct_rtol: float = 1e-3,
                timing_lock: Any = None) -> dict[str, Any]:
@@ -115,8 +137,8 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
         scale = sum(float(a.norm()) for a in floats) or 1.0
         if diff <= distinct_rtol * scale:
             raise Reject("indistinguishable", f"different inputs give outputs within {diff / scale:.2e} (relative)")
-        try:
-            with timing_lock if timing_lock is not None else contextlib.nullcontext():  # one timer per GPU
+        try:  # the machine-wide timing slot of the device: no kag timing or heavy work alongside
+            with timing_slot(device).exclusive() if timing_lock is None else timing_lock:
                 eager_ms = time_eager(model, inputs, device)
         except Exception as exc:  # noqa: BLE001
             raise Reject("eager_error", f"timing: {type(exc).__name__}: {exc}") from None
@@ -125,9 +147,10 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
             raise Reject("too_fast", f"eager {eager_ms:.3f} ms < {lo} ms")
         if eager_ms > hi:
             raise Reject("too_slow", f"eager {eager_ms:.3f} ms > {hi} ms")
-        try:
-            compiled = torch.compile(model, backend=compile_backend)
-            outc = _tensors(compiled(*inputs))
+        try:  # compiling is heavy work: not while a timing on this host's CPU runs
+            with host_work():
+                compiled = torch.compile(model, backend=compile_backend)
+                outc = _tensors(compiled(*inputs))
         except Exception as exc:  # noqa: BLE001
             raise Reject("compile_error", f"{type(exc).__name__}: {str(exc)[:300]}") from None
         for a, b in zip(out1, outc):
@@ -228,7 +251,9 @@ class ExecFilter:
     """Execution checks in a pool of isolated worker processes with a per-task timeout.
 
     On CUDA the default is one worker per GPU; ``workers=N`` puts N workers round-robin on the GPUs
-    (compilation is CPU work and overlaps), and a per-GPU lock keeps timing exclusive.
+    (compilation is CPU work and overlaps), and the device's machine-wide timing slot
+    (kag.core.eval.timing_lock) keeps timing exclusive, across these workers and every other kag
+    process; on a CPU machine compiling waits while a timing runs.
     """
 
     name = "exec"
@@ -265,13 +290,11 @@ class ExecFilter:
         workers: list[dict[str, Any]] = []
 
         next_id = iter(range(1 << 30))
-        locks = {slot: ctx.Lock() for slot in set(self.slots)} if self.device == "cuda" else {}
 
         def spawn(slot: str) -> dict[str, Any]:
             wid = next(next_id)
             inbox = ctx.Queue()
-            proc = ctx.Process(target=_worker_main, args=(wid, slot, self.threads, self.config, inbox, outbox,
-                                                             locks.get(slot)),
+            proc = ctx.Process(target=_worker_main, args=(wid, slot, self.threads, self.config, inbox, outbox),
                                daemon=True)
             proc.start()
             return {"id": wid, "slot": slot, "proc": proc, "inbox": inbox, "key": None, "started": None,

@@ -84,6 +84,27 @@ def test_obtain_caches_once_two_settled_timings_agree(tmp_path: Path) -> None:
     assert again.stats == stats(1.45) and again.info["status"] == "hit" and again.info["attempts"] == 2
 
 
+def test_a_steady_timing_under_load_is_used_once_and_never_cached(tmp_path: Path) -> None:
+    """Issue 19: eager ReLU timed while 7 other evaluations started took 19.9 ms instead of 0.75 ms,
+    steadily; cached, it served every later evaluation of the task."""
+    from kag.core.eval.timing_lock import TimingConditions
+
+    loaded = TimingConditions(slot="cpu", locked=True, cpus=2, others_cpus=1.7, loadavg_1m=7.9)
+    got = BaselineCache(tmp_path).obtain(KEY, measurer(stats(19.9), stats(19.8)), conditions=lambda: loaded)
+    assert got.stats == stats(19.8) and got.info["status"] == "loaded" and not got.info["cached"]
+    assert got.info["conditions"]["others_cpus"] == 1.7
+    assert any("not cached, other work kept 1.70 of 2 CPUs busy" in n for n in got.notes), got.notes
+    assert "under load" in describe_baseline(got.info)
+    unlocked = TimingConditions(slot="cpu", locked=False, cpus=2, others_cpus=0.0, wait_s=900.0)
+    got = BaselineCache(tmp_path).obtain(KEY, measurer(stats(0.75), stats(0.75)), conditions=lambda: unlocked)
+    assert got.info["status"] == "loaded" and BaselineCache(tmp_path).get(KEY) is None
+    quiet = TimingConditions(slot="cpu", locked=True, cpus=2, others_cpus=0.1)
+    got = BaselineCache(tmp_path).obtain(KEY, measurer(stats(0.75), stats(0.75)), conditions=lambda: quiet)
+    assert got.info["status"] == "miss" and got.info["cached"]
+    entry = json.loads((tmp_path / "baselines.json").read_text())[KEY.text]
+    assert entry["conditions"]["others_cpus"] == 0.1  # signed with the entry (a forged one does not verify)
+
+
 def test_a_noisy_timing_is_re_taken(tmp_path: Path) -> None:
     measure = measurer(stats(1.45, 0.02), stats(11.4, 14 / 11.4), stats(1.5, 0.05))
     got = BaselineCache(tmp_path).obtain(KEY, measure)

@@ -97,3 +97,24 @@ def test_kag_serve_and_kag_score_through_it(tmp_path):
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "stopped after 1 evaluation" in err
     assert not sock.exists()
+
+
+def test_a_server_that_dies_mid_request_is_a_clear_error(tmp_path, task):
+    """A server killed while evaluating (issue 19, item 4): one line, no result, never a verdict."""
+    import socket
+    import threading
+
+    path = tmp_path / "dying.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def die() -> None:  # reads the request, then goes away without answering
+        conn, _ = listener.accept()
+        conn.recv(1 << 20)
+        conn.close()
+        listener.close()
+
+    threading.Thread(target=die, daemon=True).start()
+    with pytest.raises(ServerError, match="stopped before answering.*no result was recorded"):
+        evaluate_remote(path, task, GOOD, EvalOptions(backend="cpu"), Plugins(), timeout=30)

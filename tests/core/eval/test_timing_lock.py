@@ -1,0 +1,176 @@
+"""The machine-wide timing slot (kag.core.eval.timing_lock), across real processes, and the load
+meter that says under which conditions a timing was taken."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kag.core.eval.timing_lock import LoadMeter, TimingConditions, TimingSlot, differ
+
+HOLD = """
+import json, sys, time
+from kag.core.eval.timing_lock import TimingSlot
+mode, name, hold, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+slot = TimingSlot("cpu", sys.argv[5])
+asked = time.time()
+with (slot.exclusive(timeout_s=30) if mode == "x" else slot.shared(timeout_s=30)) as got:
+    start = time.time()
+    time.sleep(hold)
+    end = time.time()
+locked = got.locked if mode == "x" else got
+with open(out, "a") as f:
+    f.write(json.dumps({"name": name, "asked": asked, "start": start, "end": end, "locked": locked}) + "\\n")
+"""
+
+
+def spawn(tmp_path: Path, mode: str, name: str, hold: float) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    return subprocess.Popen([sys.executable, "-c", HOLD, mode, name, str(hold), str(tmp_path / "log.jsonl"),
+                             str(tmp_path / "locks")], env=env)
+
+
+def wait_queued(slot: TimingSlot, n: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while slot.waiting() < n:
+        assert time.monotonic() < deadline, f"{n} waiters never queued"
+        time.sleep(0.02)
+
+
+def read_log(tmp_path: Path) -> dict[str, dict]:
+    return {r["name"]: r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines())}
+
+
+def test_timings_of_several_processes_never_overlap_and_are_served_in_order(tmp_path):
+    slot = TimingSlot("cpu", tmp_path / "locks")
+    with slot.exclusive() as held:  # this process times; three others ask, one after the other
+        assert held.locked and held.queued_ahead == 0
+        procs = []
+        for i, name in enumerate("abc"):
+            procs.append(spawn(tmp_path, "x", name, 0.3))
+            wait_queued(slot, i + 1)
+        released = time.time()
+    assert all(p.wait(60) == 0 for p in procs)
+    log = read_log(tmp_path)
+    order = sorted(log.values(), key=lambda r: r["start"])
+    assert [r["name"] for r in order] == ["a", "b", "c"]  # FIFO
+    assert all(r["locked"] for r in order)
+    assert order[0]["start"] >= released
+    for before, after in zip(order, order[1:]):
+        assert after["start"] >= before["end"]
+
+
+def test_heavy_work_waits_for_a_timing_and_a_timing_for_heavy_work(tmp_path):
+    slot = TimingSlot("cpu", tmp_path / "locks")
+    with slot.exclusive() as held:
+        assert held.locked
+        heavy = spawn(tmp_path, "s", "build", 0.5)
+        time.sleep(1.0)  # the build asked while we time: it must not have started
+        released = time.time()
+    assert heavy.wait(60) == 0
+    assert read_log(tmp_path)["build"]["start"] >= released
+    (tmp_path / "log.jsonl").unlink()
+    with slot.shared() as got:  # this process builds; a timing asks, then another build
+        assert got
+        timing = spawn(tmp_path, "x", "timing", 0.5)
+        wait_queued(slot, 1)
+        build = spawn(tmp_path, "s", "build2", 0.1)
+        time.sleep(1.0)
+        released = time.time()
+    assert timing.wait(60) == 0 and build.wait(60) == 0
+    log = read_log(tmp_path)
+    assert log["timing"]["start"] >= released  # the timing waited for the build in flight...
+    assert log["build2"]["start"] >= log["timing"]["end"]  # ...and the next build for the timing
+
+
+def test_the_wait_is_bounded_and_says_it_timed_unlocked(tmp_path):
+    slot = TimingSlot("cpu", tmp_path / "locks")
+    holder = spawn(tmp_path, "x", "holder", 5.0)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "locks" / "timing-cpu.lock").exists() or slot.waiting():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    with slot.exclusive(timeout_s=0.5) as cond:
+        assert not cond.locked and cond.wait_s >= 0.5
+        assert "without the cpu timing slot" in (cond.loaded() or "")
+    with slot.shared(timeout_s=0.3) as got:
+        assert not got
+    assert holder.wait(60) == 0
+    assert slot.waiting() == 0  # the timed-out waiter took its ticket back
+
+
+def test_a_killed_waiter_does_not_block_the_queue(tmp_path):
+    slot = TimingSlot("cpu", tmp_path / "locks")
+    with slot.exclusive():
+        dead = spawn(tmp_path, "x", "dead", 0.1)
+        wait_queued(slot, 1)
+        dead.kill()
+        dead.wait()
+        alive = spawn(tmp_path, "x", "alive", 0.1)
+        time.sleep(0.5)
+    assert alive.wait(60) == 0
+    assert set(read_log(tmp_path)) == {"alive"}
+
+
+def test_the_meter_counts_other_processes_work_and_not_the_evaluations_own(tmp_path):
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        others, own = LoadMeter(), LoadMeter((spinner.pid,))
+        with others.measuring(), own.measuring():
+            time.sleep(1.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    # the spinner's CPU time is "other work" to one meter and the evaluation's own to the other
+    assert others.others_s - own.others_s > 0.1
+    cond = TimingConditions(slot="cpu", locked=True, cpus=os.cpu_count() or 1)
+    others.fill(cond)
+    assert cond.others_cpus is not None and cond.others_cpus > 0.05 and cond.loadavg_1m is not None
+
+
+@pytest.mark.parametrize("a,b,apart", [((0.0, True), (0.1, True), False), ((0.0, True), (1.5, True), True),
+                                       ((0.0, True), (0.0, False), True)])
+def test_conditions_differ_when_the_loads_are_far_apart(a, b, apart):
+    ca = TimingConditions(slot="cpu", locked=a[1], cpus=2, others_cpus=a[0])
+    cb = TimingConditions(slot="cpu", locked=b[1], cpus=2, others_cpus=b[0])
+    assert differ(ca, cb) is apart
+    assert (cb.loaded() is not None) is (b[0] > 0.5 or not b[1])
+
+
+def test_the_candidate_cannot_open_the_timing_slots(tmp_path):
+    """A confined candidate could hold a slot (an flock needs only a descriptor) and stall every
+    other evaluation's timing: Landlock keeps it out of the lock folder, even for reading."""
+    from tests.core.trust.test_isolation import NEEDS_LANDLOCK, in_confined_child, tries
+    from kag.core.trust.isolation import candidate_plan
+
+    if NEEDS_LANDLOCK.args[0]:
+        pytest.skip(NEEDS_LANDLOCK.kwargs["reason"])
+    import fcntl
+    import shutil
+
+    slot = TimingSlot("cpu")  # the real folder ($KAG_LOCK_DIR or <tmp>/kag-locks)
+    with slot.exclusive(timeout_s=60):
+        pass  # makes the files
+    plan = candidate_plan(cuda=False)
+
+    def attack(_: int) -> dict:
+        def hold(path: Path) -> None:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+        return {"lock": tries(lambda: hold(slot.lock_path)), "queue": tries(lambda: hold(slot.queue_path)),
+                "list": tries(lambda: os.listdir(slot.dir))}
+
+    try:
+        found = in_confined_child(plan, attack, seccomp=False)
+    finally:
+        shutil.rmtree(plan.tmp_dir, ignore_errors=True)
+    assert all(v.startswith("denied") for v in found.values()), found
