@@ -25,14 +25,31 @@ from kag.plugins.algorithms.ppo.engine import make_engine
 from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
 
 
-PROGRESS_KEYS = ("reward_mean", "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "episodes",
-                 "kept_frac", "step_s")
+# shown on a terminal after each step, in this order, when the stage logs them
+PROGRESS_KEYS = ("reward_mean", "right_frac", "pass_frac", "loss", "sft_loss", "policy_loss", "value_loss",
+                 "explained_variance", "entropy", "approx_kl", "kl_ref", "clip_frac", "kept_frac", "episodes",
+                 "tokens_per_s", "step_s")
+_SHORT = {"reward_mean": "reward", "explained_variance": "expl_var", "approx_kl": "kl", "clip_frac": "clip",
+          "tokens_per_s": "tok/s", "value_loss": "v_loss", "policy_loss": "pi_loss"}
+_warned_tensorboard = False
+
+
+def progress_line(stage: str, step: int, total: int | None, metrics: dict[str, Any]) -> str:
+    """``warmup 12/40 reward=0.41 kl=0.003 clip=0.12 tok/s=5210 ...``: one line per step."""
+    shown = [f"{_SHORT.get(k, k)}={metrics[k]:.4g}" for k in PROGRESS_KEYS
+             if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics.get(k), bool)]
+    return f"{stage} {step}/{total if total else '?'} {' '.join(shown)}"
 
 
 class MetricLogger:
-    def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True):
+    """metrics.jsonl (the record every report and plot reads), a line per step on a terminal,
+    TensorBoard scalars when installed (``kag[rl]``), and ``curves.png`` when the stage ends."""
+
+    def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None):
+        global _warned_tensorboard
         self.path = out_dir / "metrics.jsonl"
         self.stage = stage
+        self.total = total
         self.writer = None
         if tensorboard:
             try:
@@ -40,19 +57,28 @@ class MetricLogger:
 
                 self.writer = SummaryWriter(str(out_dir / "tensorboard"))
             except ImportError:
-                self.writer = None
+                if not _warned_tensorboard:
+                    sys.stderr.write("kag train: TensorBoard is not installed (install kag[rl]); metrics go to "
+                                     "metrics.jsonl and curves.png only (tensorboard = false hides this)\n")
+                    _warned_tensorboard = True
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), **clean})
         if sys.stderr.isatty():  # a person at a terminal sees each step; logs and pipes get metrics.jsonl
-            shown = [f"{k}={v:.4g}" for k, v in clean.items() if k in PROGRESS_KEYS and isinstance(v, (int, float))]
-            sys.stderr.write(f"{self.stage} step {step}: {' '.join(shown)}\n")
+            sys.stderr.write(progress_line(self.stage, step, self.total, clean) + "\n")
         if self.writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and math.isfinite(v):
                     self.writer.add_scalar(f"{self.stage}/{k}", v, step)
             self.writer.flush()
+
+    def check_owner(self) -> None:
+        """Refuse to append to another stage's metrics (two stages given one output_dir)."""
+        others = {r.get("stage") for r in read_jsonl(self.path)} - {self.stage} if self.path.is_file() else set()
+        if others:
+            raise ValueError(f"{self.path} holds stage {', '.join(sorted(map(str, others)))}'s metrics, not "
+                             f"{self.stage}'s: give {self.stage} its own output_dir (or set run_dir)")
 
     def truncate(self, step: int) -> None:
         """Drop rows after ``step`` (logged after the checkpoint a resumed run starts from)."""
@@ -65,6 +91,9 @@ class MetricLogger:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        from kag.plugins.algorithms.ppo.report import plot_stage
+
+        plot_stage(self.path.parent, self.stage)
 
 
 def resolve_model_dir(path: str, role: str) -> Path:
@@ -105,9 +134,17 @@ class Stage:
         torch.manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
+        self._check_inputs()
+        old = self.out / "checkpoint.old"
+        if not self.ckpt.exists() and old.is_dir():  # killed between the two renames of save_checkpoint
+            old.rename(self.ckpt)
         resuming = cfg.resume and (self.ckpt / "state.json").is_file()
         if resuming:
             state = json.loads((self.ckpt / "state.json").read_text())
+            if state.get("stage") != self.name:
+                raise ValueError(f"{self.ckpt} is stage {state.get('stage')}'s checkpoint (step {state.get('step')}), "
+                                 f"not {self.name}'s: a stage never resumes another's; give {self.name} its own "
+                                 f"output_dir (or set run_dir)")
             self.step = int(state["step"])
             self.rng.setstate(_tuplify(state["python_rng"]))
             self.generator.set_state(torch.tensor(state["torch_generator"], dtype=torch.uint8))
@@ -143,8 +180,25 @@ class Stage:
             self.critic = self.critic_engine.module
             if resuming:
                 self.critic_engine.load_optimizer(self.ckpt / "critic")
-        self.logger = MetricLogger(self.out, self.name, cfg.tensorboard)
+        self.logger = MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps())
+        self.logger.check_owner()
         self.logger.truncate(self.step if resuming else 0)
+
+    def total_steps(self) -> int | None:
+        """Steps the stage will run (for the progress line); None when only the data says."""
+        return self.config.steps
+
+    def _check_inputs(self) -> None:
+        """Inputs wired from run_dir must be there: say which stage to run first, never start fresh."""
+        cfg = self.config
+        for key, source in cfg.wired.items():
+            path = Path(getattr(cfg, key))
+            role = "critic" if key == "critic_from" else "actor"
+            ready = path.is_file() if key == "data" else (path / "checkpoint" / role).is_dir()
+            if not ready:
+                raise ValueError(f"stage {self.name} reads {source}'s output ({path}{'' if key == 'data' else '/checkpoint/' + role}), "
+                                 f"which is not there yet: run `kag train {source}` with this config first, "
+                                 f"or `kag train recipe` for every stage in order")
 
     def _batch_shape(self) -> dict[str, int]:
         """Micro-batch size and micro-batches per optimiser step (DeepSpeed's batch config)."""
