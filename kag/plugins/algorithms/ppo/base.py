@@ -121,6 +121,7 @@ class Stage:
         self.out = Path(config.output_dir)
         self.ckpt = self.out / "checkpoint"
         self.step = 0
+        self.finished = False  # saved in state.json: a later stage refuses to read an unfinished one
         self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
                                    else ("cpu" if config.device == "auto" else config.device))
         self.actor = self.tokenizer = self.critic = None
@@ -199,6 +200,12 @@ class Stage:
                 raise ValueError(f"stage {self.name} reads {source}'s output ({path}{'' if key == 'data' else '/checkpoint/' + role}), "
                                  f"which is not there yet: run `kag train {source}` with this config first, "
                                  f"or `kag train recipe` for every stage in order")
+            state_file = Path(cfg.run_dir or ".") / source / "checkpoint" / "state.json"
+            state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+            if state.get("finished") is False:
+                raise ValueError(f"stage {self.name} reads {source}'s output, but {source} stopped at step "
+                                 f"{state.get('step')} before it finished: rerun `kag train {source}` with this "
+                                 f"config first (it resumes), or `kag train recipe`")
 
     def _batch_shape(self) -> dict[str, int]:
         """Micro-batch size and micro-batches per optimiser step (DeepSpeed's batch config)."""
@@ -257,7 +264,7 @@ class Stage:
         if self.critic_engine is not None:
             (tmp / "critic").mkdir()
             self.critic_engine.save(tmp / "critic", self.tokenizer)
-        state = {"step": self.step, "stage": self.name, "python_rng": self.rng.getstate(),
+        state = {"step": self.step, "stage": self.name, "finished": self.finished, "python_rng": self.rng.getstate(),
                  "torch_generator": self.generator.get_state().tolist()}
         (tmp / "state.json").write_text(json.dumps(state))
         old = self.out / "checkpoint.old"
@@ -274,6 +281,7 @@ class Stage:
         from kag.core.interrupt import STOP, StopRequested
 
         every = self.config.save_every
+        self.finished = last
         if last or STOP.is_set() or (every and self.step % every == 0):
             self.save_checkpoint()
         if STOP.is_set() and not last:

@@ -83,8 +83,9 @@ def _mean(rows: list[dict[str, Any]], key: str) -> str:
 
 def stage_summary(stage: str, rows: list[dict[str, Any]]) -> dict[str, str]:
     """The numbers the report shows for one stage (strings, '-' where the stage has none)."""
-    out = {"steps": str(rows[-1]["step"]) if rows else "0",
-           "reward (first -> last steps)": _fmt(first_last(rows, "reward_mean"))}
+    played = stage in ("warmup", "collect", "agentic")  # rft and value-pretrain train on collect's episodes
+    reward_label = "reward (first -> last steps)" if played else "reward of the episodes trained on (first -> last)"
+    out = {"steps": str(rows[-1]["step"]) if rows else "0", reward_label: _fmt(first_last(rows, "reward_mean"))}
     if stage == "rft" and rows:
         last = rows[-1]
         out["keep rate"] = f"{last.get('kept', 0)}/{last.get('collected', 0)} = {last.get('keep_rate', 0.0):.3f}"

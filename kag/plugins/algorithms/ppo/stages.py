@@ -49,7 +49,7 @@ class Collect(Stage):
 
     def save_checkpoint(self) -> Path:  # the JSONL is the product; only the RNG state is saved
         self.ckpt.mkdir(parents=True, exist_ok=True)
-        state = {"step": self.step, "stage": self.name, "python_rng": self.rng.getstate(),
+        state = {"step": self.step, "stage": self.name, "finished": self.finished, "python_rng": self.rng.getstate(),
                  "torch_generator": self.generator.get_state().tolist()}
         tmp = self.ckpt / "state.json.tmp"
         tmp.write_text(json.dumps(state))
@@ -83,9 +83,13 @@ class Collect(Stage):
             self.logger.log(self.step, {**batch_stats(batch), **success_rate(trajs), "episodes": done,
                                         "kept_frac": len(kept) / n, "step_s": step_s,
                                         "tokens_per_s": float(batch["attention_mask"].sum()) / max(step_s, 1e-9)})
+            self.finished = done >= cfg.num_episodes
             self.save_checkpoint()
             if STOP.is_set() and done < cfg.num_episodes:  # Ctrl-C: the episodes so far are kept
                 raise StopRequested(f"stopped after {done} episodes (in {path}); a rerun collects the rest")
+        if not self.finished:  # killed after the last episodes were written, before their checkpoint
+            self.finished = True
+            self.save_checkpoint()
         self.logger.close()
         return {"stage": self.name, "episodes": done, "data": str(path)}
 
