@@ -157,6 +157,9 @@ class Stage:
             elif cfg.init_from:
                 self.actor, self.tokenizer = load_actor(str(resolve_model_dir(cfg.init_from, "actor")))
             else:
+                if self.name != "warmup":  # said, not silent: later stages normally start from a trained actor
+                    sys.stderr.write(f"kag train {self.name}: no init_from (nor run_dir): the actor is "
+                                     f"{cfg.model!r} as it is, not an earlier stage's\n")
                 self.actor, self.tokenizer = load_actor(cfg.model, seed=cfg.seed)
             self.actor.to(self.device)
         if self.needs_critic:
