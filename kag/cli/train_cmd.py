@@ -1,4 +1,5 @@
-"""``kag train STAGE --config FILE``: the paper's staged RL recipe, one stage per command.
+"""``kag train STAGE --config FILE``: the paper's staged RL recipe, one stage per command, or all
+of them in one run directory with ``kag train recipe``; ``kag train report RUN_DIR`` writes its page.
 
 Order: warmup -> collect -> rft -> value-pretrain -> agentic. Each stage reads ``[train]`` and
 ``[train.STAGE]`` from the config, writes ``output_dir/checkpoint`` and ``metrics.jsonl``, and
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -49,6 +50,59 @@ def run_stage(stage: str, config_path: str, sets: tuple[str, ...] = (), plugin_p
                           plugins=plugins).run()
 
 
+def _stage_sets(sets: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``--set KEY=VALUE`` -> {"": {KEY: VALUE}}; ``--set STAGE.KEY=VALUE`` -> {STAGE: {KEY: VALUE}}."""
+    from kag.plugins.algorithms.ppo.config import STAGES
+
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in parse_key_values(sets, "--set", "warmup.steps=5").items():
+        stage, dot, name = key.partition(".")
+        if dot and stage not in STAGES:
+            raise click.BadParameter(f"{key!r}: {stage!r} is not a stage ({', '.join(STAGES)})", param_hint="--set")
+        out.setdefault(stage if dot else "", {})[name if dot else key] = value
+    return out
+
+
+def run_recipe_command(config_path: str, sets: tuple[str, ...], plugin_pairs: tuple[str, ...],
+                       run_dir: str | None) -> dict[str, Any]:
+    from kag.core.config import load_config
+    from kag.core.plugins import Plugins, parse_plugin_options
+    from kag.plugins.algorithms.ppo.recipe import run_recipe
+
+    overrides = _stage_sets(sets)
+    config = load_config(config_path)
+    data = dict(config.data)
+    train = dict(data.get("train", {}))
+    train.update(overrides.pop("", {}))
+    for stage, values in overrides.items():
+        train[stage] = {**train.get(stage, {}), **values}
+    data["train"] = train
+    plugins = Plugins()
+    plugins.select(config.plugins)
+    plugins.select(parse_plugin_options(plugin_pairs))
+    return run_recipe(data, str(config_path), plugins, lambda line: click.echo(line, err=True), run_dir)
+
+
+def _stop_safely(what: str, call: Callable[[], dict[str, Any]]) -> None:
+    """Run ``call`` with Ctrl-C stopping it at its next step boundary (checkpointed, exit 130);
+    print its summary as JSON; bad input is one line and exit 2."""
+    from kag.core.interrupt import StopRequested, stop_at_safe_points
+
+    previous = stop_at_safe_points(lambda: click.echo(f"kag train {what}: stopping after this step, with a checkpoint "
+                                                      f"(Ctrl-C again to quit at once)", err=True))
+    try:
+        summary = call()
+    except (*USER_ERRORS, ValueError, FileNotFoundError) as exc:
+        click.echo(f"kag: error: {exc}", err=True)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt as exc:  # StopRequested: checkpointed; a bare one: between safe points
+        why = str(exc) if isinstance(exc, StopRequested) else "stopped before the first step ended"
+        interrupted(f"kag train {what}: interrupted: {why}; the same command resumes")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    click.echo(json.dumps(summary, default=str, indent=1))
+
+
 def _stage_command(stage: str) -> click.Command:
     @click.command(name=stage, help=STAGE_HELP[stage])
     @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
@@ -58,21 +112,7 @@ def _stage_command(stage: str) -> click.Command:
     @click.option("--plugin", "plugin_pairs", multiple=True, metavar="KIND=NAME",
                   help="Choose a plugin by name (repeatable).")
     def command(config_path: str, sets: tuple[str, ...], plugin_pairs: tuple[str, ...]) -> None:
-        from kag.core.interrupt import StopRequested, stop_at_safe_points
-
-        previous = stop_at_safe_points(lambda: click.echo(f"kag train {stage}: stopping after this step, with a checkpoint "
-                                               f"(Ctrl-C again to quit at once)", err=True))
-        try:
-            summary = run_stage(stage, config_path, sets, plugin_pairs)
-        except (*USER_ERRORS, ValueError, FileNotFoundError) as exc:
-            click.echo(f"kag: error: {exc}", err=True)
-            raise SystemExit(2) from None
-        except KeyboardInterrupt as exc:  # StopRequested: checkpointed; a bare one: between safe points
-            why = str(exc) if isinstance(exc, StopRequested) else "stopped before the first step ended"
-            interrupted(f"kag train {stage}: interrupted: {why}; the same command resumes")
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        click.echo(json.dumps(summary, default=str, indent=1))
+        _stop_safely(stage, lambda: run_stage(stage, config_path, sets, plugin_pairs))
 
     return command
 
@@ -83,7 +123,8 @@ class _StageOrder(click.Group):
 
 
 @click.group(cls=_StageOrder, help=(
-    "Train the agent in the paper's stages: warmup -> collect -> rft -> value-pretrain -> agentic.\n\n"
+    "Train the agent in the paper's stages: warmup -> collect -> rft -> value-pretrain -> agentic "
+    "(one at a time, or `kag train recipe` for all in one run directory).\n\n"
     "Every stage reads one TOML config ([train], [train.STAGE] and [environments.NAME] tables), "
     "checkpoints to output_dir/checkpoint (rerun to resume) and logs metrics.jsonl (and TensorBoard "
     "when installed). model = \"tiny\" builds a ~100k-parameter local model for CPU runs."
@@ -94,3 +135,35 @@ def train() -> None:
 
 for _stage in STAGE_HELP:
     train.add_command(_stage_command(_stage))
+
+
+@train.command(name="recipe")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML with [train] (run_dir = \"runs/NAME\"), [train.STAGE] tables and [environments.NAME].")
+@click.option("--run-dir", "run_dir", type=click.Path(file_okay=False), default=None,
+              help="Run directory (overrides [train] run_dir): STAGE/ per stage, recipe.json, report.md.")
+@click.option("--set", "sets", multiple=True, metavar="[STAGE.]KEY=VALUE",
+              help="Override a setting for every stage (steps=5) or one (warmup.steps=5); repeatable.")
+@click.option("--plugin", "plugin_pairs", multiple=True, metavar="KIND=NAME", help="Choose a plugin by name (repeatable).")
+def recipe(config_path: str, run_dir: str | None, sets: tuple[str, ...], plugin_pairs: tuple[str, ...]) -> None:
+    """The whole recipe in one run directory: warmup -> collect -> rft -> value-pretrain -> agentic,
+    each stage reading the earlier ones' actor, trajectories and critic, then report.md.
+
+    Rerun the same command to resume: finished stages are skipped and the stage that stopped resumes
+    from its own checkpoint (every save_every steps; Ctrl-C saves one and exits 130)."""
+    _stop_safely("recipe", lambda: run_recipe_command(config_path, sets, plugin_pairs, run_dir))
+
+
+@train.command(name="report")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+def report(run_dir: str) -> None:
+    """Write RUN_DIR/report.md (and each stage's curves.png) from the stages' metrics.jsonl:
+    per-stage curves, RFT keep rate, value pretraining's explained variance, and with the kernel
+    environment the pass and faster-than-torch.compile rates per stage."""
+    from kag.plugins.algorithms.ppo.report import write_report
+
+    try:
+        click.echo(str(write_report(run_dir)))
+    except FileNotFoundError as exc:
+        click.echo(f"kag: error: {exc}", err=True)
+        raise SystemExit(2) from None

@@ -182,7 +182,8 @@ def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
     cfg.write_text(f'[train]\nmodel = "tiny"\nmax_new_tokens = 2\nepisodes_per_step = 2\nmini_batch_size = 2\n'
                    f'tensorboard = false\n[train.warmup]\noutput_dir = "{tmp_path / "w"}"\n')
     code, err = _on_a_terminal(["train", "warmup", "--config", str(cfg), "--set", "steps=2"], tmp_path)
-    assert code == 0 and "warmup step 1: reward_mean=" in err and "warmup step 2:" in err  # a line per step
+    assert code == 0 and "warmup 1/2 reward=" in err and "warmup 2/2 reward=" in err  # a line per step
+    assert " kl=" in err and " clip=" in err and " tok/s=" in err
 
 
 def test_verbose_prints_every_process_phase_marks_through_logging():

@@ -145,7 +145,7 @@ class KernelEnvBase:
     def _failure(self, reason: str, invalid: bool = True) -> StepResult:
         """The reward plugin's value for a failed result (-1 for milestone), with the reason."""
         assert self.task is not None
-        info: dict[str, Any] = {"reason": reason, "right": False}
+        info: dict[str, Any] = {"reason": reason, "right": False, "correct": False}  # a fail in the pass rates
         if invalid:
             info["invalid_action"] = True
         return self._ended(failed_result(self.task, self.options, self.plugins, reason), info)
@@ -288,7 +288,8 @@ class KernelAgenticEnv(KernelEnvBase):
         finally:
             self.close()
         if solution is None:  # nothing readable in the workspace: the failure reward
-            return self._ended(result, {"reason": result.error, "right": False, "stop_reason": stop_reason})
+            return self._ended(result, {"reason": result.error, "right": False, "correct": False,
+                                        "stop_reason": stop_reason})
         return self._ended(result, {"stop_reason": stop_reason, "best_from": ep.solution_from, "turns": self.turns,
                                     **_result_info(result)})
 

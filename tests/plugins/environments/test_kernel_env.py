@@ -200,5 +200,9 @@ def test_kag_train_warmup_runs_on_kernel_single(dataset, tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all(r["reward_mean"] == -1.0 for r in rows)
     assert all(r["right_frac"] == 0.0 and r["traj_tokens"] > 1000 for r in rows)
+    assert all(r["pass_frac"] == 0.0 and r["faster_than_compile_frac"] == 0.0 for r in rows)  # unparsed: a fail
+    res = CliRunner().invoke(cli, ["train", "report", str(tmp_path)])  # the run's page has the kernel rates
+    assert res.exit_code == 0, res.output
+    assert "| warmup | 0.000 -> 0.000 | 0.000 -> 0.000 |" in (tmp_path / "report.md").read_text()
     assert (out / "checkpoint" / "actor" / "config.json").is_file()
     print(f"kag train warmup on kernel-single: 2 steps in {time.perf_counter() - start:.1f}s")

@@ -25,14 +25,31 @@ from kag.plugins.algorithms.ppo.engine import make_engine
 from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
 
 
-PROGRESS_KEYS = ("reward_mean", "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "episodes",
-                 "kept_frac", "step_s")
+# shown on a terminal after each step, in this order, when the stage logs them
+PROGRESS_KEYS = ("reward_mean", "right_frac", "pass_frac", "loss", "sft_loss", "policy_loss", "value_loss",
+                 "explained_variance", "entropy", "approx_kl", "kl_ref", "clip_frac", "kept_frac", "episodes",
+                 "tokens_per_s", "step_s")
+_SHORT = {"reward_mean": "reward", "explained_variance": "expl_var", "approx_kl": "kl", "clip_frac": "clip",
+          "tokens_per_s": "tok/s", "value_loss": "v_loss", "policy_loss": "pi_loss"}
+_warned_tensorboard = False
+
+
+def progress_line(stage: str, step: int, total: int | None, metrics: dict[str, Any]) -> str:
+    """``warmup 12/40 reward=0.41 kl=0.003 clip=0.12 tok/s=5210 ...``: one line per step."""
+    shown = [f"{_SHORT.get(k, k)}={metrics[k]:.4g}" for k in PROGRESS_KEYS
+             if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics.get(k), bool)]
+    return f"{stage} {step}/{total if total else '?'} {' '.join(shown)}"
 
 
 class MetricLogger:
-    def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True):
+    """metrics.jsonl (the record every report and plot reads), a line per step on a terminal,
+    TensorBoard scalars when installed (``kag[rl]``), and ``curves.png`` when the stage ends."""
+
+    def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None):
+        global _warned_tensorboard
         self.path = out_dir / "metrics.jsonl"
         self.stage = stage
+        self.total = total
         self.writer = None
         if tensorboard:
             try:
@@ -40,19 +57,28 @@ class MetricLogger:
 
                 self.writer = SummaryWriter(str(out_dir / "tensorboard"))
             except ImportError:
-                self.writer = None
+                if not _warned_tensorboard:
+                    sys.stderr.write("kag train: TensorBoard is not installed (install kag[rl]); metrics go to "
+                                     "metrics.jsonl and curves.png only (tensorboard = false hides this)\n")
+                    _warned_tensorboard = True
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), **clean})
         if sys.stderr.isatty():  # a person at a terminal sees each step; logs and pipes get metrics.jsonl
-            shown = [f"{k}={v:.4g}" for k, v in clean.items() if k in PROGRESS_KEYS and isinstance(v, (int, float))]
-            sys.stderr.write(f"{self.stage} step {step}: {' '.join(shown)}\n")
+            sys.stderr.write(progress_line(self.stage, step, self.total, clean) + "\n")
         if self.writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and math.isfinite(v):
                     self.writer.add_scalar(f"{self.stage}/{k}", v, step)
             self.writer.flush()
+
+    def check_owner(self) -> None:
+        """Refuse to append to another stage's metrics (two stages given one output_dir)."""
+        others = {r.get("stage") for r in read_jsonl(self.path)} - {self.stage} if self.path.is_file() else set()
+        if others:
+            raise ValueError(f"{self.path} holds stage {', '.join(sorted(map(str, others)))}'s metrics, not "
+                             f"{self.stage}'s: give {self.stage} its own output_dir (or set run_dir)")
 
     def truncate(self, step: int) -> None:
         """Drop rows after ``step`` (logged after the checkpoint a resumed run starts from)."""
@@ -65,6 +91,9 @@ class MetricLogger:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        from kag.plugins.algorithms.ppo.report import plot_stage
+
+        plot_stage(self.path.parent, self.stage)
 
 
 def resolve_model_dir(path: str, role: str) -> Path:
@@ -92,6 +121,7 @@ class Stage:
         self.out = Path(config.output_dir)
         self.ckpt = self.out / "checkpoint"
         self.step = 0
+        self.finished = False  # saved in state.json: a later stage refuses to read an unfinished one
         self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
                                    else ("cpu" if config.device == "auto" else config.device))
         self.actor = self.tokenizer = self.critic = None
@@ -105,9 +135,17 @@ class Stage:
         torch.manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
+        self._check_inputs()
+        old = self.out / "checkpoint.old"
+        if not self.ckpt.exists() and old.is_dir():  # killed between the two renames of save_checkpoint
+            old.rename(self.ckpt)
         resuming = cfg.resume and (self.ckpt / "state.json").is_file()
         if resuming:
             state = json.loads((self.ckpt / "state.json").read_text())
+            if state.get("stage") != self.name:
+                raise ValueError(f"{self.ckpt} is stage {state.get('stage')}'s checkpoint (step {state.get('step')}), "
+                                 f"not {self.name}'s: a stage never resumes another's; give {self.name} its own "
+                                 f"output_dir (or set run_dir)")
             self.step = int(state["step"])
             self.rng.setstate(_tuplify(state["python_rng"]))
             self.generator.set_state(torch.tensor(state["torch_generator"], dtype=torch.uint8))
@@ -119,6 +157,9 @@ class Stage:
             elif cfg.init_from:
                 self.actor, self.tokenizer = load_actor(str(resolve_model_dir(cfg.init_from, "actor")))
             else:
+                if self.name != "warmup":  # said, not silent: later stages normally start from a trained actor
+                    sys.stderr.write(f"kag train {self.name}: no init_from (nor run_dir): the actor is "
+                                     f"{cfg.model!r} as it is, not an earlier stage's\n")
                 self.actor, self.tokenizer = load_actor(cfg.model, seed=cfg.seed)
             self.actor.to(self.device)
         if self.needs_critic:
@@ -143,8 +184,31 @@ class Stage:
             self.critic = self.critic_engine.module
             if resuming:
                 self.critic_engine.load_optimizer(self.ckpt / "critic")
-        self.logger = MetricLogger(self.out, self.name, cfg.tensorboard)
+        self.logger = MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps())
+        self.logger.check_owner()
         self.logger.truncate(self.step if resuming else 0)
+
+    def total_steps(self) -> int | None:
+        """Steps the stage will run (for the progress line); None when only the data says."""
+        return self.config.steps
+
+    def _check_inputs(self) -> None:
+        """Inputs wired from run_dir must be there: say which stage to run first, never start fresh."""
+        cfg = self.config
+        for key, source in cfg.wired.items():
+            path = Path(getattr(cfg, key))
+            role = "critic" if key == "critic_from" else "actor"
+            ready = path.is_file() if key == "data" else (path / "checkpoint" / role).is_dir()
+            if not ready:
+                raise ValueError(f"stage {self.name} reads {source}'s output ({path}{'' if key == 'data' else '/checkpoint/' + role}), "
+                                 f"which is not there yet: run `kag train {source}` with this config first, "
+                                 f"or `kag train recipe` for every stage in order")
+            state_file = Path(cfg.run_dir or ".") / source / "checkpoint" / "state.json"
+            state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+            if state.get("finished") is False:
+                raise ValueError(f"stage {self.name} reads {source}'s output, but {source} stopped at step "
+                                 f"{state.get('step')} before it finished: rerun `kag train {source}` with this "
+                                 f"config first (it resumes), or `kag train recipe`")
 
     def _batch_shape(self) -> dict[str, int]:
         """Micro-batch size and micro-batches per optimiser step (DeepSpeed's batch config)."""
@@ -203,7 +267,7 @@ class Stage:
         if self.critic_engine is not None:
             (tmp / "critic").mkdir()
             self.critic_engine.save(tmp / "critic", self.tokenizer)
-        state = {"step": self.step, "stage": self.name, "python_rng": self.rng.getstate(),
+        state = {"step": self.step, "stage": self.name, "finished": self.finished, "python_rng": self.rng.getstate(),
                  "torch_generator": self.generator.get_state().tolist()}
         (tmp / "state.json").write_text(json.dumps(state))
         old = self.out / "checkpoint.old"
@@ -220,6 +284,7 @@ class Stage:
         from kag.core.interrupt import STOP, StopRequested
 
         every = self.config.save_every
+        self.finished = last
         if last or STOP.is_set() or (every and self.step % every == 0):
             self.save_checkpoint()
         if STOP.is_set() and not last:

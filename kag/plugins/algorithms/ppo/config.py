@@ -15,6 +15,11 @@ stage; ``[environments.NAME]`` holds the environment's options::
     [train.rft]
     init_from = "runs/warmup"
     data = "runs/collect/trajectories.jsonl"
+
+With ``run_dir = "runs/NAME"`` in ``[train]`` the stages are wired for you: each writes to
+``run_dir/STAGE`` and reads the earlier stages' outputs there (``STAGE_INPUTS``): the same file then
+runs stage by stage (``kag train STAGE``) or all at once (``kag train recipe``). A key set in the
+file still wins over the wiring.
 """
 
 from __future__ import annotations
@@ -25,6 +30,18 @@ from typing import Any
 import attrs
 
 STAGES = ("warmup", "collect", "rft", "value-pretrain", "agentic")
+TRAJECTORIES = "collect/trajectories.jsonl"  # under run_dir
+# What each stage reads from the earlier ones under run_dir: key -> (stage that writes it, path).
+# collect plays and RFT fine-tunes the warm-up actor; value pretraining fits the warm-up critic
+# (tokenizer from the RFT actor); agentic PPO starts from the RFT actor and the pretrained critic.
+STAGE_INPUTS: dict[str, dict[str, tuple[str, str]]] = {
+    "warmup": {},
+    "collect": {"init_from": ("warmup", "warmup")},
+    "rft": {"init_from": ("warmup", "warmup"), "data": ("collect", TRAJECTORIES)},
+    "value-pretrain": {"init_from": ("rft", "rft"), "critic_from": ("warmup", "warmup"),
+                       "data": ("collect", TRAJECTORIES)},
+    "agentic": {"init_from": ("rft", "rft"), "critic_from": ("value-pretrain", "value-pretrain")},
+}
 
 
 @attrs.define
@@ -35,7 +52,9 @@ class TrainConfig:
     init_from: str | None = None  # actor to start from: a stage's output_dir or a model directory
     critic_from: str | None = None  # critic: a stage's output_dir, a saved critic, or a causal LM
     data: str | None = None  # trajectories JSONL: written by collect, read by rft / value-pretrain
-    output_dir: str = "runs/train"
+    output_dir: str = "runs/train"  # train_config_from_dict: run_dir/STAGE, else runs/train/STAGE
+    run_dir: str | None = None  # one directory for the whole recipe: wires the stages (STAGE_INPUTS)
+    wired: dict[str, str] = attrs.field(factory=dict)  # key -> the stage whose output run_dir gave it
     environment: str = "copy-digit"
     env_options: dict[str, Any] = attrs.field(factory=dict)
     # engine
@@ -86,7 +105,7 @@ class TrainConfig:
     rft_min_loop_repeats: int = 3
     rft_reject_invalid: bool = True
     # bookkeeping
-    save_every: int = 0  # steps between checkpoints (0: only at the end)
+    save_every: int = 10  # steps between checkpoints (0: only at the end; Ctrl-C always saves)
     resume: bool = True
     tensorboard: bool = True
 
@@ -129,10 +148,28 @@ def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train
         raise ValueError(f"{where}: unknown [train] key(s) {', '.join(unknown)}; "
                          f"valid keys: {', '.join(sorted(FIELDS - {'stage'}))}")
     merged["stage"] = stage
+    if "wired" in merged:
+        raise ValueError(f"{where}: `wired` is set by run_dir, not in the file")
+    merged.update(_wiring(stage, merged))
     env = merged.get("environment", attrs.fields(TrainConfig).environment.default)
     env_table = data.get("environments", {}).get(env, {})
     merged["env_options"] = {**env_table, **merged.get("env_options", {})}
     return TrainConfig(**merged).validate(where)
+
+
+def _wiring(stage: str, merged: dict[str, Any]) -> dict[str, Any]:
+    """output_dir (and with run_dir, the earlier stages' outputs) for keys the file leaves unset."""
+    run_dir = merged.get("run_dir")
+    out: dict[str, Any] = {}
+    if "output_dir" not in merged:
+        out["output_dir"] = str(Path(run_dir or "runs/train") / stage)  # a stage never shares a directory
+    if run_dir:
+        if "data" not in merged and stage == "collect":
+            out["data"] = str(Path(run_dir) / TRAJECTORIES)
+        wired = {key: source for key, (source, rel) in STAGE_INPUTS[stage].items() if key not in merged}
+        out.update({key: str(Path(run_dir) / STAGE_INPUTS[stage][key][1]) for key in wired})
+        out["wired"] = wired
+    return out
 
 
 def load_train_config(stage: str, path: str | Path) -> TrainConfig:

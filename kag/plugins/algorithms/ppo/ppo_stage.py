@@ -131,9 +131,19 @@ def batch_stats(batch: dict[str, torch.Tensor]) -> dict[str, float]:
 
 
 def success_rate(trajs: list[Any]) -> dict[str, float]:
-    """Fraction of steps an environment marked ``right`` in its info, when it does."""
-    flags = [i["right"] for t in trajs for i in t.metadata.get("step_info", []) if "right" in i]
-    return {"right_frac": sum(map(bool, flags)) / len(flags)} if flags else {}
+    """What the environment's step infos say: ``right_frac`` (steps marked ``right``) and, from the
+    kernel environments' evaluator verdicts, per episode: ``pass_frac`` (a correct solution) and
+    ``faster_than_compile_frac`` (a correct one faster than torch.compile)."""
+    infos = [t.metadata.get("step_info", []) for t in trajs]
+    flags = [i["right"] for steps in infos for i in steps if "right" in i]
+    out = {"right_frac": sum(map(bool, flags)) / len(flags)} if flags else {}
+    judged = [steps for steps in infos if any("correct" in i for i in steps)]
+    if judged:
+        out["pass_frac"] = sum(any(i.get("correct") for i in steps) for steps in judged) / len(judged)
+        out["faster_than_compile_frac"] = sum(
+            any(i.get("correct") and (i.get("speedup_vs_compile") or 0.0) > 1.0 for i in steps)
+            for steps in judged) / len(judged)
+    return out
 
 
 class PPOStage(Stage):

@@ -18,7 +18,7 @@ from kag.plugins.algorithms.ppo.base import Stage
 from kag.plugins.algorithms.ppo.gae import masked_mean
 from kag.plugins.algorithms.ppo.losses import agg_loss
 from kag.plugins.algorithms.ppo.models import token_logprobs
-from kag.plugins.algorithms.ppo.ppo_stage import _slices, _sub, batch_stats, prepare, update
+from kag.plugins.algorithms.ppo.ppo_stage import _slices, _sub, batch_stats, prepare, success_rate, update
 from kag.plugins.algorithms.ppo.rft import RftFilter, filter_trajectories
 from kag.plugins.algorithms.ppo.rollout import collate, run_episodes, trajectory_to_sample
 
@@ -41,12 +41,15 @@ class Collect(Stage):
 
     name = "collect"
 
+    def total_steps(self) -> int:
+        return math.ceil(self.config.num_episodes / self.config.episodes_per_step)
+
     def data_path(self) -> Path:
         return Path(self.config.data) if self.config.data else self.out / "trajectories.jsonl"
 
     def save_checkpoint(self) -> Path:  # the JSONL is the product; only the RNG state is saved
         self.ckpt.mkdir(parents=True, exist_ok=True)
-        state = {"step": self.step, "stage": self.name, "python_rng": self.rng.getstate(),
+        state = {"step": self.step, "stage": self.name, "finished": self.finished, "python_rng": self.rng.getstate(),
                  "torch_generator": self.generator.get_state().tolist()}
         tmp = self.ckpt / "state.json.tmp"
         tmp.write_text(json.dumps(state))
@@ -76,11 +79,17 @@ class Collect(Stage):
             self.step += 1
             kept, _ = filter_trajectories(trajs, rules)
             batch = collate([trajectory_to_sample(t) for t in trajs], self.tokenizer.pad_token_id)
-            self.logger.log(self.step, {**batch_stats(batch), "episodes": done, "kept_frac": len(kept) / n,
-                                        "step_s": time.time() - t0})
+            step_s = time.time() - t0
+            self.logger.log(self.step, {**batch_stats(batch), **success_rate(trajs), "episodes": done,
+                                        "kept_frac": len(kept) / n, "step_s": step_s,
+                                        "tokens_per_s": float(batch["attention_mask"].sum()) / max(step_s, 1e-9)})
+            self.finished = done >= cfg.num_episodes
             self.save_checkpoint()
             if STOP.is_set() and done < cfg.num_episodes:  # Ctrl-C: the episodes so far are kept
                 raise StopRequested(f"stopped after {done} episodes (in {path}); a rerun collects the rest")
+        if not self.finished:  # killed after the last episodes were written, before their checkpoint
+            self.finished = True
+            self.save_checkpoint()
         self.logger.close()
         return {"stage": self.name, "episodes": done, "data": str(path)}
 
@@ -101,10 +110,11 @@ class RejectionFineTune(Stage):
                              f"(dropped: {drops}); collect more or relax rft_min_reward")
         samples = [trajectory_to_sample(t) for t in kept]
         per_epoch = math.ceil(len(samples) / cfg.mini_batch_size)
-        total = per_epoch * cfg.rft_epochs
+        total = self.logger.total = per_epoch * cfg.rft_epochs
         base = {"kept": len(kept), "collected": len(trajs), **{f"dropped_{k}": v for k, v in drops.items()}}
         last: dict[str, Any] = {}
         while self.step < total:
+            t0 = time.time()
             epoch, within = divmod(self.step, per_epoch)
             order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(cfg.seed + epoch)).tolist()
             chosen = [samples[i] for i in order[within * cfg.mini_batch_size:(within + 1) * cfg.mini_batch_size]]
@@ -125,7 +135,9 @@ class RejectionFineTune(Stage):
             grad_norm = self.actor_engine.step()
             self.step += 1
             last = {**batch_stats(batch), **base, "sft_loss": loss_sum, "entropy": ent_sum / tokens,
-                    "kl_from_rollout": kl_sum / tokens, "actor_grad_norm": grad_norm, "epoch": epoch}
+                    "kl_from_rollout": kl_sum / tokens, "actor_grad_norm": grad_norm, "epoch": epoch,
+                    "keep_rate": len(kept) / len(trajs), "step_s": time.time() - t0,
+                    "tokens_per_s": float(batch["attention_mask"].sum()) / max(time.time() - t0, 1e-9)}
             self.logger.log(self.step, last)
             self.maybe_checkpoint(last=self.step >= total)
         self.logger.close()
@@ -157,6 +169,7 @@ class ValuePretrain(Stage):
             metrics["returns_mean"] = float(masked_mean(batch["returns"], batch["mask"]))
             self.step += 1
             metrics["step_s"] = time.time() - t0
+            metrics["tokens_per_s"] = float(batch["attention_mask"].sum()) / max(metrics["step_s"], 1e-9)
             self.logger.log(self.step, metrics)
             self.maybe_checkpoint(last=self.step >= cfg.steps)
             last = metrics
