@@ -10,6 +10,7 @@ by every solution built with the same toolchain.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import functools
 import hashlib
 import importlib.util
@@ -45,6 +46,14 @@ class BuildSetupError(Exception):
     """The toolchain cannot build this solution at all (missing compiler, CPU-only torch, ...)."""
 
 
+class BuildCacheError(BuildSetupError):
+    """The evaluator's own build folder or cache is unusable (disk full, read-only, key unreadable):
+    the evaluator's failure, never the solution's."""
+
+
+EVALUATOR_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
 @attrs.define
 class BuildResult:
     """The outcome of one build; ``module_dir`` holds ``cuda_extension*.so`` when ``ok``."""
@@ -57,6 +66,7 @@ class BuildResult:
     cached: list[str] = attrs.field(factory=list)
     failed: list[str] = attrs.field(factory=list)
     warnings: list[str] = attrs.field(factory=list)  # cache entries that failed their integrity check
+    evaluator_fault: bool = False  # failed for the evaluator's reasons (its disk), not the solution's
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,7 +137,7 @@ def cache_key_material(cache: Path) -> bytes:
     try:
         return integrity.load_key(cache)
     except (integrity.IntegrityError, OSError) as exc:
-        raise BuildSetupError(f"build cache {cache}: {exc}") from None
+        raise BuildCacheError(f"build cache {cache}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -326,8 +336,16 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
     try:
         return _build(solution, backend, out_dir, module_path, cache_root(cache_dir).resolve(),
                       jobs or os.cpu_count() or 1, timeout_s, start)
+    except BuildCacheError as exc:
+        return BuildResult(False, None, f"the evaluator could not build: {exc}", time.perf_counter() - start,
+                           evaluator_fault=True)
     except BuildSetupError as exc:
         return BuildResult(False, None, str(exc), time.perf_counter() - start)
+    except OSError as exc:
+        if exc.errno not in EVALUATOR_ERRNOS:
+            raise
+        return BuildResult(False, None, f"the evaluator could not build: {out_dir} or its cache: {exc}",
+                           time.perf_counter() - start, evaluator_fault=True)
 
 
 def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,

@@ -137,6 +137,9 @@ def needs_build(solution: Solution) -> bool:
     return bool(solution.kernels) or "cuda_extension" in solution.model_new
 
 
+EVALUATOR_BUILD_FAULT = "the build failed for the evaluator's reasons (its disk or cache), not the solution's"
+
+
 def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOptions) -> tuple[bool, str | None, str, list[str]]:
     """(ok, module_dir, log, notes) from kag.core.eval.build with the backend plugin."""
     from kag.core.eval.build import build_solution
@@ -147,6 +150,8 @@ def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOpti
     notes = []
     if getattr(res, "cached", None):
         notes.append(f"build cache hits: {len(res.cached)}")
+    if getattr(res, "evaluator_fault", False):
+        notes.append(EVALUATOR_BUILD_FAULT)
     return bool(res.ok), res.module_dir, res.log or "", notes
 
 
@@ -272,6 +277,8 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                     result.metadata.setdefault("notes", []).extend(notes)
                 if not ok:
                     result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
+                    if EVALUATOR_BUILD_FAULT in notes:  # its disk, not the solution: an evaluator error
+                        result.metadata["judge_error"] = True
                     return _finish(result, plugins, options, start)
             result.compiled = True
             spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,

@@ -128,6 +128,18 @@ def test_cu_file_on_cpu_backend_is_a_clear_failure(tmp_path: Path) -> None:
     assert "kernels/relu.cu" in result.log and "--backend cuda" in result.log
 
 
+def test_an_unusable_cache_is_the_evaluators_failure_not_the_solutions(tmp_path: Path) -> None:
+    """The cache's disk full or unusable (here: a file where the cache folder should be) fails the
+    build, but as the evaluator's fault, so a correct solution is not charged with it."""
+    sol = Solution(model_new=MODEL_NEW, kernels={"relu.cpp": RELU_CPP})
+    (tmp_path / "cache").write_text("not a folder")
+    result = build_solution(sol, CpuBackend(), tmp_path / "out", cache_dir=tmp_path / "cache")
+    assert not result.ok and result.evaluator_fault and "the evaluator could not build" in result.log
+    bad = build_solution(Solution(model_new=MODEL_NEW, kernels={"relu.cu": "x"}), CpuBackend(), tmp_path / "o2",
+                         cache_dir=tmp_path / "cache2")
+    assert not bad.ok and not bad.evaluator_fault  # the solution's own problem stays the solution's
+
+
 def test_path_outside_kernels_is_rejected(tmp_path: Path) -> None:
     sol = Solution(model_new=MODEL_NEW, kernels={"../evil.cpp": "int x;\n"})
     result = build_solution(sol, CpuBackend(), tmp_path / "out", cache_dir=tmp_path / "cache")
