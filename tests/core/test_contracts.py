@@ -37,7 +37,7 @@ def _recipes(tmp: Any) -> dict[tuple[str, str], dict[str, Any] | None]:
         ("dataset", name): opts for name, opts in _dataset_options(tmp).items()}
     simple = {"tool": PLUGINS.names("tool"), "sandbox": ["local", "docker"], "reward": ["milestone", "speedup"],
               "guard": PLUGINS.names("guard"), "tolerance": ["cuda-agent", "strict"], "policy": ["human"],
-              "backend": ["cuda", "cpu"], "environment": ["copy-digit"], "crawler": ["torch", "transformers"],
+              "backend": ["cuda", "cpu", "nvrtc"], "environment": ["copy-digit"], "crawler": ["torch", "transformers"],
               "composer": ["rule"], "filter": ["decontam"], "executor": ["local", "ray"]}
     out.update({(kind, name): {} for kind, names in simple.items() for name in names})
     out.update({("baseline", "eager"): {"mode": "default"}, ("baseline", "compile"): {"mode": "default"},
