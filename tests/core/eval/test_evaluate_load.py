@@ -40,7 +40,7 @@ def test_timed_phases_of_concurrent_evaluations_never_overlap(tmp_path):
     path.write_text(TASK_CODE)
     task = Task(name="relu_scale", source="file", code=TASK_CODE, path=str(path))
     pool = UnlockedPool(tmp_path / "locks")
-    opts = EvalOptions(backend="cpu", num_timed=10, warmup=1, num_checks=2, baselines=("eager",),
+    opts = EvalOptions(backend="cpu", num_timed=40, warmup=1, num_checks=2, baselines=("eager",),
                        cache_dir=str(tmp_path / "cache"), guards=NO_GUARDS)
     with ThreadPoolExecutor(3) as ex:
         results = list(ex.map(lambda _: evaluate(task, LOOP, opts, pool=pool), range(3)))
@@ -52,7 +52,13 @@ def test_timed_phases_of_concurrent_evaluations_never_overlap(tmp_path):
         for name, cond in [("candidate", load["candidate"]), ("calibration", load["calibration"]),
                            *load.get("baselines", {}).items()]:
             assert cond["locked"] and cond["slot"] == "cpu" and cond["cpus"] >= 1
-            assert cond["others_cpus"] is not None and cond["loadavg_1m"] is not None
+            assert cond["loadavg_1m"] is not None
+            # /proc/stat counts in 10 ms ticks: a phase under 50 ms honestly has no load reading (CI's
+            # fast eager baseline); the Python loop's 40 timed calls always last longer than that
+            measured = cond["others_cpus"] is not None
+            assert measured or cond["timed_s"] <= 0.051, cond
+            if name == "candidate":
+                assert measured, cond
             phases.append((cond["started_at"], cond["ended_at"], i, name))
     phases.sort()
     assert len(phases) >= 7  # three calibrations, three candidates, at least the first eager timing
