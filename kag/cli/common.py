@@ -168,3 +168,19 @@ def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, polic
     cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
                       eval_options=EvalOptions(backend=pick_backend(backend), num_timed=num_timed))
     return name, opts, cfg
+
+
+ray_address_option = click.option("--ray-address", metavar="HOST:PORT",
+                                  help="The Ray cluster for --plugin executor=ray (default: RAY_ADDRESS, else a "
+                                       "local cluster).")
+
+
+def make_executor(plugins: Plugins, config: Config, ray_address: str | None) -> Any:
+    """The selected executor, with its kag.toml options; --ray-address for the ray one."""
+    name = plugins.selected("executor")
+    opts = config.options("executors", name)
+    if ray_address:
+        if name != "ray":
+            raise PluginError(f"--ray-address is for the ray executor; add --plugin executor=ray (selected: {name})")
+        opts["address"] = ray_address
+    return plugins.create("executor", name, **opts)

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 import click
 
-from kag.cli.common import make_plugins, open_dataset, parse_key_values, plugin_options, user_errors
+from kag.cli.common import (make_executor, make_plugins, open_dataset, parse_key_values, plugin_options,
+                            ray_address_option, user_errors)
 
 
 def _data_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,6 +89,7 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Eager time window in ms (default 1,100 on GPU, 0.1,100 on CPU)."),
         click.option("--compile-backend", default="inductor", show_default=True,
                      help="torch.compile backend the outputs are compared against."),
+        ray_address_option,
     ]):
         fn = opt(fn)
     return fn
@@ -166,20 +168,31 @@ def compose(out: str, n: int, composer: str | None, mix: str | None, profile: st
 @user_errors
 @_data_errors
 def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, window_ms: str | None,
-               compile_backend: str, quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+               compile_backend: str, ray_address: str | None, quiet: bool, plugin_pairs: tuple[str, ...],
+               config_path: str | None) -> None:
     """Run every OUT/composed.jsonl task; keep the usable ones in OUT/filtered.jsonl."""
     from kag.core.data import stages as st
     from kag.core.records import read_jsonl
 
-    plugins, _ = make_plugins(plugin_pairs, config_path)
+    plugins, config = make_plugins(plugin_pairs, config_path)
+    executor = make_executor(plugins, config, ray_address)
     root, manifest = _folder(out, needs="compose")
     cands = read_jsonl(root / st.FILES["compose"])
     opts = dict(device=device, workers=workers, timeout_s=timeout_s, window_ms=window_ms, compile_backend=compile_backend)
     with st.progress_bar(not quiet) as bar:
-        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar)
+        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor)
     s = manifest.stage("filter")
     click.echo(f"kept {len(kept)} of {len(cands)}; rejected: {s.get('reasons')}; "
                f"{s.get('throughput_tasks_per_min')} tasks/min")
+    _unchecked(s)
+
+
+def _unchecked(stage: dict[str, Any]) -> None:
+    """Tasks whose job the executor lost: a one-line error (exit 1); the same command checks them."""
+    if stage.get("unchecked"):
+        click.echo(f"kag: error: {stage['unchecked']} tasks were not checked (the executor lost their jobs: "
+                   f"{stage.get('executor')}); rerun the same command to check them", err=True)
+        raise SystemExit(1)
 
 
 @data.command()
@@ -220,13 +233,15 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
 @_data_errors
 def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix: str | None, profile: str,
           seed: int, policy: str | None, policy_opts: tuple[str, ...], device: str, workers: int | None,
-          timeout_s: float, window_ms: str | None, compile_backend: str, against: str | None, threshold: float,
-          quiet: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+          timeout_s: float, window_ms: str | None, compile_backend: str, ray_address: str | None,
+          against: str | None, threshold: float, quiet: bool, plugin_pairs: tuple[str, ...],
+          config_path: str | None) -> None:
     """Run all stages into OUT (data.parquet + manifest.json); rerun to resume where it stopped."""
     from kag.core.data import stages as st
     from kag.core.data.synthesis import parse_mix
 
     plugins, config = make_plugins(plugin_pairs, config_path)
+    executor = make_executor(plugins, config, ray_address)
     root, manifest = _folder(out)
     name = composer or plugins.selected("composer")
     reference = _reference(plugins, config, against)
@@ -238,7 +253,8 @@ def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix
                            _composer_opts(plugins, name, profile, policy, policy_opts), n, parse_mix(mix), seed, bar)
         opts = dict(device=device, workers=workers, timeout_s=timeout_s, window_ms=window_ms,
                     compile_backend=compile_backend)
-        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar)
+        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor)
+        _unchecked(manifest.stage("filter"))
         clean = st.decontaminate(plugins, kept, root / st.FILES["decontam"], manifest, reference, against,
                                  threshold, bar)
     st.write_output(clean, root / st.FILES["output"], manifest)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_plugins, open_dataset,
-                            stop_started_processes, user_errors)
+from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_executor, make_plugins, open_dataset,
+                            ray_address_option, stop_started_processes, user_errors)
 
 
 @click.command(name="eval")
@@ -18,8 +18,7 @@ from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_p
 @click.option("--concurrency", type=click.IntRange(1),
               help="Episodes at once [default: 1; with --plugin executor=ray on a GPU backend, one per GPU of "
                    "the cluster] (local: evaluations share the GPU pool, one GPU each while timing).")
-@click.option("--ray-address", metavar="HOST:PORT",
-              help="The Ray cluster for --plugin executor=ray (default: RAY_ADDRESS, else a local cluster).")
+@ray_address_option
 @agent_options
 @user_errors
 def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: int | None, ray_address: str | None,
@@ -81,16 +80,3 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")
-
-
-def make_executor(plugins, config, ray_address: str | None):
-    """The selected executor, with its kag.toml options; --ray-address for the ray one."""
-    from kag.core.plugins import PluginError
-
-    name = plugins.selected("executor")
-    opts = config.options("executors", name)
-    if ray_address:
-        if name != "ray":
-            raise PluginError(f"--ray-address is for the ray executor; add --plugin executor=ray (selected: {name})")
-        opts["address"] = ray_address
-    return plugins.create("executor", name, **opts)

@@ -282,6 +282,10 @@ class Executor(Protocol):
         """JobOutcomes in completion order; ``gpu``: each worker needs a GPU of its own. Closing
         the iterator early (Ctrl-C) stops the work without waiting for what is in flight."""
 
+    def session(self, workers: int | None = None, gpu: bool = False) -> Any:
+        """Workers held until ``close()`` (a context manager) whose ``call(job)`` runs one job and
+        returns its JobOutcome, safe to call from many threads at once (an RL stage's environments)."""
+
 
 # A filter serves the stage that creates it by name, so the kind has one contract per stage.
 Filter = ExecutionFilter | DecontamFilter

@@ -1,6 +1,8 @@
-"""Jobs for the ``executor`` plugin kind: what ``kag eval`` (and the stages built on it) hand to an
-executor, which runs them in threads of this process (``local``) or in worker processes of a Ray
-cluster (``ray``) and gives their outcomes back in completion order.
+"""Jobs for the ``executor`` plugin kind: what ``kag eval``, ``kag data filter`` and the RL stages
+hand to an executor, which runs them in threads of this process (``local``) or in worker processes
+of a Ray cluster (``ray``). Two ways in: ``map_unordered`` for a known set of jobs (outcomes in
+completion order), and ``session`` for jobs that arise one at a time from the caller's own threads
+(an RL stage's environments asking for verdicts): ``session.call(job)`` blocks until its outcome.
 
 Trusted side. A job names a trusted kag function (``module:function``) and carries plain data, so
 a worker process rebuilds everything from names (``worker_plugins``) and no plugin object is ever
@@ -91,6 +93,30 @@ def worker_plugins(selection: Mapping[str, list[str]]) -> Any:
         return _PLUGINS[key]
 
 
+class LocalSession:
+    """Jobs run in the calling thread: the caller's own threads are the concurrency (each
+    evaluation still takes its device from this machine's GPU pool)."""
+
+    def __init__(self, stats: ExecutorStats) -> None:
+        self.stats = stats
+        self._lock = threading.Lock()
+
+    def call(self, job: Job) -> JobOutcome:
+        with self._lock:
+            self.stats.jobs += 1
+        value, error = call_job(job.fn, job.args)
+        return JobOutcome(job.key, value, error, worker="local")
+
+    def close(self) -> None:
+        """Nothing to stop: no worker outlives a call."""
+
+    def __enter__(self) -> "LocalSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class LocalExecutor:
     """Jobs in threads of this process (today's ``kag eval --concurrency N``): the default executor.
 
@@ -101,6 +127,11 @@ class LocalExecutor:
 
     def __init__(self) -> None:
         self.stats = ExecutorStats(executor=self.name)
+
+    def session(self, workers: int | None = None, gpu: bool = False) -> LocalSession:
+        """Jobs one at a time from the caller's threads (see the module's docstring)."""
+        self.stats = ExecutorStats(executor=self.name, workers=max(1, workers or 1))
+        return LocalSession(self.stats)
 
     def map_unordered(self, jobs: Iterable[Job], workers: int = 1, gpu: bool = False) -> Iterator[JobOutcome]:
         """Outcomes in completion order. Closing the iterator early (Ctrl-C in the consumer) drops

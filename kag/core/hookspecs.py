@@ -123,7 +123,8 @@ def kag_register_filters(register: Register) -> None:
 
 @hookspec
 def kag_register_executors(register: Register) -> None:
-    """Register executors that run ``kag eval``'s episodes (local threads, a Ray cluster):
+    """Register executors that run ``kag eval``'s episodes, ``kag data filter``'s checks and the RL
+    stages' evaluations (local threads, a Ray cluster):
     ``register(name, factory: Callable[..., Executor])``."""
 
 

@@ -116,7 +116,8 @@ def test_every_builtin_product_satisfies_its_kinds_contract(tmp_path):
             if kind == "algorithm":
                 from kag.plugins.algorithms.ppo.base import Stage
 
-                assert cls.run is not Stage.run, f"{kind} {name!r}: {cls} does not implement run()"
+                assert cls.run is not Stage.run or cls._run is not Stage._run, \
+                    f"{kind} {name!r}: {cls} implements neither run() nor _run()"
             continue
         made = PLUGINS.create(kind, name, **options)
         assert isinstance(made, contract), f"{kind} {name!r}: {type(made)} does not satisfy {contract}"

@@ -81,7 +81,10 @@ class EpisodeEvaluator:
         self.records: list[tuple[Solution, EvalResult]] = []
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
-        if options.backend != "cpu" and not isinstance(sandbox, SandboxEvaluator):
+        from kag.core.eval.remote import ExecutorEvaluations
+
+        remote = isinstance(sandbox, SandboxEvaluator) or isinstance(pool, ExecutorEvaluations)
+        if options.backend != "cpu" and not remote:
             from kag.core.eval.judge_process import keep_judges_warm
 
             keep_judges_warm(1)  # an episode evaluates again and again: keep a judge started

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import attrs
+
 from kag.core.plugins import Plugins
 from kag.core.records import append_jsonl, from_dict, read_jsonl
 from kag.core.data.synthesis import ComposedTask, ComposeError, Manifest, Seed, SynthesisError, allocate, count_reasons
@@ -142,8 +144,11 @@ def compose(plugins: Plugins, seeds: list[Seed], out: Path, manifest: Manifest, 
 
 
 def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, manifest: Manifest,
-                filter_opts: dict[str, Any], bar: Any) -> list[dict[str, Any]]:
-    filt = plugins.create("filter", "exec", **filter_opts)
+                filter_opts: dict[str, Any], bar: Any, executor: Any = None) -> list[dict[str, Any]]:
+    """``executor`` other than ``local``: the checks run on its workers (``ExecFilter.run_on``);
+    tasks whose job it lost stay unchecked (counted) and a rerun checks them."""
+    remote = executor is not None and executor.name != "local"
+    filt = plugins.create("filter", "exec", **filter_opts, **({"here": False} if remote else {}))
     params = {k: v for k, v in filt.params().items() if k != "workers"}
     if _check_params(manifest, "filter", params) and out.exists():
         return read_jsonl(out)
@@ -151,16 +156,20 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
     decided = {r["id"] for r in read_jsonl(out)} | {r["id"] for r in read_jsonl(rejects_path)}
     todo = [c for c in candidates if c["id"] not in decided]
     by_id = {c["id"]: c for c in candidates}
-    task = bar.add_task(f"filter ({filt.device} x{len(filt.slots)})", total=len(candidates),
+    where = f"{executor.name} executor" if remote else f"x{len(filt.slots)}"
+    task = bar.add_task(f"filter ({filt.device} {where})", total=len(candidates),
                         completed=len(candidates) - len(todo), note="")
     prev = manifest.stage("filter")
     prev_checked, prev_s = (prev.get("checked", 0), prev.get("elapsed_s", 0.0)) if todo != candidates else (0, 0.0)
-    start, checked = time.perf_counter(), 0
+    start, checked, unchecked = time.perf_counter(), 0, 0
 
     def record(**extra: Any) -> None:
         elapsed = prev_s + time.perf_counter() - start
         rejects = read_jsonl(rejects_path)
-        manifest.update("filter", params=params, workers=len(filt.slots), file=out.name, candidates=len(candidates),
+        workers = executor.stats.workers if remote else len(filt.slots)
+        if remote:
+            extra = {"executor": attrs.asdict(executor.stats), "unchecked": unchecked, **extra}
+        manifest.update("filter", params=params, workers=workers, file=out.name, candidates=len(candidates),
                         kept=len(read_jsonl(out)), rejected=len(rejects),
                         reasons=count_reasons(r["reason"] for r in rejects), checked=prev_checked + checked,
                         elapsed_s=round(elapsed, 2),
@@ -169,7 +178,12 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
 
     append_jsonl(out)  # the stage's files exist even when it writes nothing
     append_jsonl(rejects_path)
-    for key, verdict in filt.run([(c["id"], c["code"]) for c in todo]):
+    items = [(c["id"], c["code"]) for c in todo]
+    for key, verdict in (filt.run_on(executor, items) if remote else filt.run(items)):
+        if verdict is None:  # the executor lost its job: neither kept nor rejected
+            unchecked += 1
+            bar.advance(task)
+            continue
         checked += 1
         rec = by_id[key]
         if verdict["ok"]:
@@ -180,7 +194,7 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
         bar.advance(task)
         if checked % 10 == 0:
             record(complete=False)
-    record(complete=True)
+    record(complete=not unchecked)
     records = read_jsonl(out)
     return records
 

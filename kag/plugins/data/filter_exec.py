@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 from kag.core.hookspecs import hookimpl
 from kag.core.data.synthesis import SynthesisError
 
+CHECK_BATCH_FN = "kag.plugins.data.filter_exec:check_batch"  # a batch of tasks as an executor job
 GPU_WINDOW_MS = (1.0, 100.0)
 CPU_WINDOW_MS = (0.1, 100.0)
 
@@ -235,14 +236,16 @@ def _worker_main(wid: int, device: str, threads: int, config: dict[str, Any], in
         outbox.put(("done", wid, key, verdict))
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, here: bool = True) -> str:
+    """``auto`` is this machine's choice; ``here=False`` (the checks run on an executor's workers)
+    accepts ``cuda`` on a driver with no GPU."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cuda", "cpu"):
         raise SynthesisError(f"--device takes cuda, cpu or auto, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
+    if here and device == "cuda" and not torch.cuda.is_available():
         raise SynthesisError("--device cuda but torch sees no CUDA GPU; use --device cpu or auto")
     return device
 
@@ -260,8 +263,11 @@ class ExecFilter:
 
     def __init__(self, device: str = "auto", workers: int | None = None, timeout_s: float = 180.0,
                  window_ms: tuple[float, float] | str | None = None, compile_backend: str = "inductor",
-                 atol: float = 1e-3, rtol: float = 1e-3, **_: Any):
-        self.device = resolve_device(device)
+                 atol: float = 1e-3, rtol: float = 1e-3, batch: int = 8, here: bool = True, **_: Any):
+        """``batch``: tasks per job when an executor's workers run the checks (``run_on``); ``here``
+        False: this process only hands the checks out (a cuda device need not be on this machine)."""
+        self.device = resolve_device(device, here)
+        self.batch = max(1, int(batch))
         if isinstance(window_ms, str):
             lo, _, hi = window_ms.partition(",")
             window_ms = (float(lo), float(hi))
@@ -353,6 +359,33 @@ class ExecFilter:
                 w["proc"].join(2)
                 if w["proc"].is_alive():
                     _kill(w["proc"])
+
+
+    def run_on(self, executor: Any, items: Iterable[tuple[str, str]],
+               workers: int | None = None) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """``run`` on an executor's workers (``ray``: one per GPU, or per CPU on the cpu device): jobs
+        of ``batch`` tasks, each checked there by a one-worker ExecFilter (its own process and
+        timeout, as here). A job the executor lost gives ``(key, None)`` for its tasks: unchecked,
+        not rejected, so a rerun checks them again."""
+        from kag.core.executor import Job
+
+        items = list(items)
+        params = {"device": self.device, "workers": 1, "timeout_s": self.timeout_s, **self.config}
+        chunks = {f"batch-{i // self.batch}": items[i:i + self.batch] for i in range(0, len(items), self.batch)}
+        jobs = [Job(key, CHECK_BATCH_FN, {"items": [list(item) for item in chunk], "params": params})
+                for key, chunk in chunks.items()]
+        for outcome in executor.map_unordered(jobs, workers, gpu=self.device == "cuda"):
+            if outcome.error is not None or not isinstance(outcome.value, list):
+                for key, _ in chunks[outcome.key]:
+                    yield key, None
+                continue
+            for key, verdict in outcome.value:
+                yield key, verdict
+
+
+def check_batch(items: list[list[str]], params: dict[str, Any]) -> list[list[Any]]:
+    """An executor job: ``[key, verdict]`` for each ``[key, code]``, checked on this worker."""
+    return [[key, verdict] for key, verdict in ExecFilter(**params).run([(k, c) for k, c in items])]
 
 
 @hookimpl

@@ -112,7 +112,9 @@ class KernelEnvBase:
 
     def __init__(self, dataset: str | None = None, level: Any = None, ids: Any = None, backend: str = "auto",
                  num_timed: int = 20, warmup: int = 3, tolerance: str | None = None, reward: str | None = None,
-                 plugins: Any = None):
+                 plugins: Any = None, pool: Any = None):
+        """``pool``: where evaluations run (None: this machine's GPU pool; an RL stage with an
+        executor passes its kag.core.eval.remote.ExecutorEvaluations)."""
         from kag.core.eval.evaluate import EvalOptions
         from kag.core.plugins import Plugins
 
@@ -121,6 +123,7 @@ class KernelEnvBase:
                              '"ops6k:FILE") in [environments.NAME]')
         self.tasks = {t.name: t for t in _load_tasks(dataset, _freeze(level), _freeze(ids))}
         self.plugins = plugins or Plugins()
+        self.pool = pool
         self.backend = _resolve_backend(backend, self.plugins)
         self.options = EvalOptions(backend=self.backend, num_timed=int(num_timed), warmup=int(warmup),
                                    tolerance=tolerance, reward=reward)
@@ -151,11 +154,11 @@ class KernelEnvBase:
         return self._ended(failed_result(self.task, self.options, self.plugins, reason), info)
 
     def _scored(self, solution: Any, info: dict[str, Any]) -> StepResult:
-        """The local trusted evaluator's verdict on ``solution``, and its reward."""
-        from kag.core.eval.evaluate import evaluate
+        """The trusted evaluator's verdict on ``solution`` (here, or on an executor's worker), and its reward."""
+        from kag.core.agent.sandbox import evaluate_with
 
         assert self.task is not None
-        result = evaluate(self.task, solution, self.options, self.plugins)
+        result = evaluate_with(None, self.task, solution, self.options, self.plugins, self.pool)
         return self._ended(result, {**info, **_result_info(result)})
 
     def _ended(self, result: EvalResult, info: dict[str, Any]) -> StepResult:
@@ -230,7 +233,8 @@ class KernelAgenticEnv(KernelEnvBase):
         self.close()
         self.task, self.done, self.last_result, self.turns = self._task(task), False, None, 0
         skill = skill_text()
-        self._live.append(Episode(self.task, self.sandbox, self.tools, self.options, self.plugins, prefix="kag-env-"))
+        self._live.append(Episode(self.task, self.sandbox, self.tools, self.options, self.plugins, pool=self.pool,
+                                  prefix="kag-env-"))
         return [Message("system", self.system_prompt(skill)), Message("user", task_prompt(self.task, self.backend))]
 
     def malformed(self, call: Any) -> str | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 import uuid
 from collections import deque
 from typing import Any, Iterable, Iterator
@@ -200,6 +202,10 @@ class RayExecutor:
             if not interrupted:
                 self._stop(ray, actors, started_here)
 
+    def session(self, workers: int | None = None, gpu: bool = False) -> "RaySession":
+        """The cluster's workers held for jobs that come one at a time (``RaySession.call``)."""
+        return RaySession(self, workers, gpu)
+
     @staticmethod
     def _stop(ray: Any, actors: dict[int, Any], started_here: bool) -> None:
         """The run's workers killed, and the local cluster stopped if this run started it."""
@@ -218,6 +224,105 @@ class RayExecutor:
             pass
         generation[slot] += 1
         actors.update(self._start(ray, {slot: generation[slot]}, gpu))
+
+
+class RaySession:
+    """Workers started once and lent to ``call``s from any thread: a call waits for an idle worker,
+    runs its job there and gives the worker back; the same faults as ``map_unordered`` (a lost
+    worker: replaced, the job retried up to ``max_retries``; RESTART_WORKER: replaced)."""
+
+    def __init__(self, executor: RayExecutor, workers: int | None, gpu: bool) -> None:
+        self.ray = ray = _import_ray()
+        self.ex, self.gpu = executor, gpu
+        self.stats = executor.stats = ExecutorStats(executor=executor.name)
+        self.started_here = executor._connect(ray, workers or 1)
+        self.lock = threading.Lock()
+        self.closed = False
+        self.idle: queue.Queue[int] = queue.Queue()
+        self.generation = {slot: 0 for slot in range(executor._worker_count(ray, workers, gpu))}
+        self.actors: dict[int, Any] = {}
+        try:
+            self.actors.update(executor._start(ray, self.generation, gpu))
+        except BaseException:
+            self.close()
+            raise
+        if not self.actors:
+            self.close()
+            raise PluginError("no Ray worker could be started on the cluster (no free CPU or GPU there?)")
+        self.stats.workers = len(self.actors)
+        for slot in self.actors:
+            self.idle.put(slot)
+
+    def _take(self) -> int | None:
+        """An idle worker's slot; None once no worker is left to wait for."""
+        while True:
+            try:
+                return self.idle.get(timeout=1.0)
+            except queue.Empty:
+                with self.lock:
+                    if not self.actors:
+                        return None
+
+    def _replace(self, slot: int) -> None:
+        with self.lock:
+            if self.closed:  # a call that was in flight at close(): no new worker
+                return
+            self.ex._replace(self.ray, self.actors, self.generation, slot, self.gpu)
+            alive = slot in self.actors
+        if alive:
+            self.idle.put(slot)
+
+    def call(self, job: Job) -> JobOutcome:
+        from ray.exceptions import RayActorError, WorkerCrashedError
+
+        if callable(job.fn):
+            raise PluginError(f"the ray executor runs jobs by name ('module:function'); job {job.key!r} has a "
+                              f"callable: use the local executor")
+        with self.lock:
+            self.stats.jobs += 1
+        attempts = 0
+        while True:
+            slot = self._take()
+            if slot is None:
+                return JobOutcome(job.key, error="RuntimeError: no Ray worker is left to run it", attempts=attempts)
+            attempts += 1
+            with self.lock:
+                if self.closed:
+                    return JobOutcome(job.key, error="RuntimeError: the executor session was closed", attempts=attempts)
+                actor, worker = self.actors[slot], f"ray:w{slot}.{self.generation[slot]}"
+            try:
+                value, error = self.ray.get(actor.run.remote(job.key, job.fn, dict(job.args)))
+            except (RayActorError, WorkerCrashedError) as exc:
+                with self.lock:
+                    self.stats.lost_workers += 1
+                self._replace(slot)
+                if attempts <= self.ex.max_retries:
+                    with self.lock:
+                        self.stats.retries += 1
+                    continue
+                return JobOutcome(job.key, error=f"WorkerLost: its worker died {attempts} times ({type(exc).__name__})",
+                                  attempts=attempts, worker=worker)
+            if wants_restart(value):
+                with self.lock:
+                    self.stats.restarted_workers += 1
+                self._replace(slot)
+            else:
+                self.idle.put(slot)
+            return JobOutcome(job.key, value, error, attempts=attempts, worker=worker)
+
+    def close(self) -> None:
+        """The workers killed, and the local cluster stopped if this session started it."""
+        with self.lock:
+            self.closed = True
+            actors, self.actors = dict(self.actors), {}
+        self.ex._stop(self.ray, actors, self.started_here)
+        self.started_here = False
+
+    def __enter__(self) -> "RaySession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @hookimpl

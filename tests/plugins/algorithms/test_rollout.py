@@ -124,3 +124,46 @@ def test_a_budget_cut_episode_is_scored_by_the_environment(tiny):
     for traj in trajs:
         assert traj.stop_reason == "max_turns"
         assert traj.reward >= 10.0 - 1.0  # the final verdict is added to the last step's reward
+
+
+class _SlowEnv(_ScoredAtTheEnd):
+    """Each step and the final verdict take 0.4 s (an evaluation), and say when they ran."""
+
+    def __init__(self, spans, **kw):
+        super().__init__(**kw)
+        self.spans = spans
+
+    def _timed(self, fn, *args):
+        import time
+
+        t0 = time.perf_counter()
+        time.sleep(0.4)
+        out = fn(*args)
+        self.spans.append((t0, time.perf_counter()))
+        return out
+
+    def step(self, action):
+        return self._timed(super().step, action)
+
+    def truncate(self):
+        return self._timed(super().truncate)
+
+
+def test_env_workers_step_the_episodes_at_once_and_give_the_same_trajectories(tiny):
+    model, tok = tiny
+    got = {}
+    for workers in (1, 4):
+        spans: list = []
+        envs = [_SlowEnv(spans, turns=3) for _ in range(4)]
+        tasks = envs[0].sample_tasks(4, random.Random(0))
+        got[workers] = (run_episodes(model, tok, envs, tasks, max_turns=2, max_new_tokens=3, env_workers=workers,
+                                     generator=torch.Generator().manual_seed(1)), spans)
+    (seq, seq_spans), (par, par_spans) = got[1], got[4]
+    assert len(seq_spans) == len(par_spans) == 4 * 3  # two steps and the budget's verdict per episode
+    overlaps = lambda spans: sum(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans)  # noqa: E731
+                                 for b in spans[i + 1:])
+    assert overlaps(seq_spans) == 0 and overlaps(par_spans) >= 3 * 6  # each turn's 4 steps ran together
+    for a, b in zip(seq, par):
+        assert (a.task, a.reward, a.stop_reason) == (b.task, b.reward, b.stop_reason)
+        assert [t.response_token_ids for t in a.turns] == [t.response_token_ids for t in b.turns]
+        assert a.metadata["step_rewards"] == b.metadata["step_rewards"] and a.reward >= 10.0 - 2.0

@@ -186,3 +186,110 @@ def test_ctrl_c_stops_kag_eval_on_its_own_local_ray_cluster(tmp_path):
     time.sleep(2)
     assert [pid for pid in started if _alive(pid)] == []  # gcs, raylet, workers, judges, candidates
     assert results.read_text().count("\n") == finished
+
+
+# -- kag data filter and the RL stages through the cluster ------------------------------------------
+def test_the_data_filter_on_the_cluster_gives_the_local_verdicts(cluster):
+    """Batches of tasks, each checked on a worker by its own filter process: a task that kills that
+    process is a worker_crash verdict as here, not a lost Ray worker."""
+    from tests.plugins.data.test_filter_exec import CRASH, GOOD, WINDOW, task
+
+    from kag.plugins.data.filter_exec import ExecFilter
+
+    items = [("good", GOOD), ("crash", CRASH), ("dropout", task("self.drop = nn.Dropout(0.5)", "return self.drop(x)")),
+             ("constant", task("pass", "return x * 0.0")), ("good2", GOOD)]
+    opts = dict(device="cpu", timeout_s=60, window_ms=WINDOW, compile_backend="aot_eager")
+    executor = RayExecutor()
+    remote = dict(ExecFilter(**opts, batch=2).run_on(executor, items, workers=2))
+    local = dict(ExecFilter(**opts, workers=2).run(items))
+    assert remote.keys() == local.keys() == {k for k, _ in items}
+    assert {k: (v["ok"], v.get("reason")) for k, v in remote.items()} == \
+        {k: (v["ok"], v.get("reason")) for k, v in local.items()}
+    assert remote["good"]["ok"] and remote["crash"]["reason"] == "worker_crash"
+    assert (executor.stats.jobs, executor.stats.workers, executor.stats.lost_workers) == (3, 2, 0)
+    assert _workers() == {}
+
+
+def test_a_session_lends_its_workers_to_threads_and_retries_a_killed_ones_job(cluster):
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = RayExecutor()
+    with executor.session(workers=2) as session:
+        assert session.stats.workers == 2
+        killer = threading.Thread(target=lambda: _kill_a_busy_worker("long"))
+        killer.start()
+        jobs = [Job("long", "subprocess:run", {"args": ["sleep", "6"], "check": True})] + \
+               [Job(f"pid{i}", "os:getpid", {}) for i in range(4)]
+        with ThreadPoolExecutor(5) as pool:
+            outcomes = {o.key: o for o in pool.map(session.call, jobs)}
+        killer.join()
+        assert outcomes["long"].error is None and outcomes["long"].attempts == 2
+        pids = {outcomes[f"pid{i}"].value for i in range(4)}
+        assert os.getpid() not in pids and 1 <= len(pids) <= 3  # two workers (one replaced), never here
+        assert (session.stats.retries, session.stats.lost_workers, session.stats.jobs) == (1, 1, 5)
+        assert len(_workers()) == 2  # the lost one replaced, held until the session closes
+    assert _workers() == {}
+
+
+def test_a_kernel_environment_scores_on_the_cluster_as_it_does_here(cluster):
+    from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
+
+    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.plugins import Plugins
+
+    plugins = Plugins(load_entrypoints=False)
+    dataset = f"local:{EXAMPLE / 'model.py'}"
+    here = plugins.create("environment", "kernel-single", dataset=dataset, plugins=plugins, **FAST_EVAL)
+    here.reset("model")
+    want = here.step(fenced_answer())
+    with ExecutorEvaluations(RayExecutor().session(workers=2), plugins) as pool:
+        env = plugins.create("environment", "kernel-single", dataset=dataset, plugins=plugins, pool=pool, **FAST_EVAL)
+        env.reset("model")
+        got = env.step(fenced_answer())
+        assert got.reward == want.reward >= 1 and got.info["right"] and got.info["correct"]
+        assert env.last_result.metadata["executor"]["worker"].startswith("ray:w")
+        assert not env.last_result.metadata.get("judge_error")
+    assert _workers() == {}
+
+
+def test_an_evaluation_whose_worker_dies_past_the_retries_is_the_evaluators_failure(cluster):
+    from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
+
+    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.plugins import Plugins
+
+    plugins = Plugins(load_entrypoints=False)
+    with ExecutorEvaluations(RayExecutor(max_retries=0).session(workers=1), plugins) as pool:
+        env = plugins.create("environment", "kernel-single", dataset=f"local:{EXAMPLE / 'model.py'}",
+                             plugins=plugins, pool=pool, **FAST_EVAL)
+        env.reset("model")
+        killer = threading.Thread(target=lambda: _kill_a_busy_worker("model#0"))
+        killer.start()
+        got = env.step(fenced_answer())
+        killer.join()
+        result = env.last_result
+        assert got.reward == -1 and result.metadata["judge_error"] and "WorkerLost" in result.error
+        assert pool.session.stats.lost_workers == 1
+
+
+def test_an_rl_stage_with_the_ray_executor_evaluates_there_and_lets_its_workers_go(cluster, tmp_path):
+    from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
+
+    from kag.core.plugins import Plugins
+    from kag.plugins.algorithms.ppo.config import TrainConfig
+
+    plugins = Plugins(load_entrypoints=False)
+    cfg = TrainConfig(stage="collect", environment="kernel-single", executor="ray", env_workers=2,
+                      env_options={"dataset": f"local:{EXAMPLE / 'model.py'}", **FAST_EVAL}, num_episodes=2,
+                      episodes_per_step=2, max_new_tokens=4, output_dir=str(tmp_path / "collect"),
+                      data=str(tmp_path / "trajectories.jsonl"), tensorboard=False).validate()
+    stage = plugins.create("algorithm", "collect", config=cfg, plugins=plugins)
+    envs = stage.make_envs(2)
+    assert envs[0].pool is envs[1].pool and len(_workers()) == 2
+    envs[0].reset("model")
+    assert envs[0].step(fenced_answer()).reward >= 1
+    assert envs[0].last_result.metadata["executor"]["worker"].startswith("ray:w")
+    stage.close_evaluations()
+    assert _workers() == {}
+    summary = stage.run()  # the tiny model's answers do not parse: -1 each, and the workers are let go
+    assert summary["episodes"] == 2 and _workers() == {}

@@ -244,12 +244,33 @@ class Stage:
         plugins = self.plugins or Plugins()
         factory = plugins.entry("environment", self.config.environment).factory
         options = dict(self.config.env_options)
-        try:  # environments that evaluate (kernel-*) get the run's plugin choices (reward, guards)
-            if "plugins" in inspect.signature(factory).parameters:
-                options.setdefault("plugins", plugins)
+        try:  # environments that evaluate (kernel-*) get the run's plugin choices (reward, guards) and
+            params = inspect.signature(factory).parameters  # the executor's workers when one is chosen
         except (TypeError, ValueError):
-            pass
+            params = {}
+        if "plugins" in params:
+            options.setdefault("plugins", plugins)
+        if "pool" in params and self.config.executor != "local":
+            options.setdefault("pool", self.evaluations(plugins))
         return [factory(**options) for _ in range(n)]
+
+    def evaluations(self, plugins: Any) -> Any:
+        """The executor's workers, held for the stage's evaluations until ``close_evaluations``."""
+        from kag.core.eval.remote import ExecutorEvaluations
+
+        if getattr(self, "_evaluations", None) is None:
+            cfg = self.config
+            executor = plugins.create("executor", cfg.executor, **cfg.executor_options)
+            from kag.core.eval.gpu_pool import pick_backend
+
+            gpu = pick_backend(str(cfg.env_options.get("backend", "auto"))) != "cpu"  # as the environment picks
+            self._evaluations = ExecutorEvaluations(executor.session(cfg.env_workers, gpu=gpu), plugins)
+        return self._evaluations
+
+    def close_evaluations(self) -> None:
+        evaluations, self._evaluations = getattr(self, "_evaluations", None), None
+        if evaluations is not None:
+            evaluations.close()
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
@@ -290,7 +311,14 @@ class Stage:
         if STOP.is_set() and not last:
             raise StopRequested(f"stopped after step {self.step}; checkpoint at {self.ckpt}")
 
-    def run(self) -> dict[str, Any]:  # pragma: no cover - abstract
+    def run(self) -> dict[str, Any]:
+        """The stage's work (``_run``); the executor's workers, if it held any, are let go however it ends."""
+        try:
+            return self._run()
+        finally:
+            self.close_evaluations()
+
+    def _run(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
 

@@ -92,6 +92,9 @@ class TrainConfig:
     use_tis: bool = True  # truncated IS against rollout log-probs, when present
     tis_cap: float = 2.0
     # rollouts
+    executor: str = "local"  # executor plugin for the environments' evaluations: "local" (this machine), "ray"
+    executor_options: dict[str, Any] = attrs.field(factory=dict)  # e.g. {address = "HOST:PORT", max_retries = 2}
+    env_workers: int = 1  # episodes whose turn is stepped at once (1: one after another; ray: its workers)
     max_turns: int = 1
     max_new_tokens: int = 64
     max_context: int = 4096
@@ -129,7 +132,7 @@ class TrainConfig:
             raise bad(f"kl_type must be k1, k3 or low_var_kl, got {self.kl_type!r}")
         if self.stage in ("rft", "value-pretrain") and not self.data:
             raise bad(f"stage {self.stage} reads trajectories: set data = \"PATH.jsonl\" (written by collect)")
-        for name in ("steps", "episodes_per_step", "mini_batch_size", "micro_batch_size", "ppo_epochs", "max_turns"):
+        for name in ("steps", "episodes_per_step", "env_workers", "mini_batch_size", "micro_batch_size", "ppo_epochs", "max_turns"):
             if getattr(self, name) < 1:
                 raise bad(f"{name} must be >= 1, got {getattr(self, name)}")
         return self

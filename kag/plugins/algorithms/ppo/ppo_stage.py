@@ -162,7 +162,7 @@ class PPOStage(Stage):
         ref, _ = load_actor(spec, seed=cfg.seed)
         return ref.to(self.device).eval().requires_grad_(False)
 
-    def run(self) -> dict[str, Any]:
+    def _run(self) -> dict[str, Any]:
         self.setup()
         cfg = self.config
         ref = self._reference()
@@ -178,7 +178,7 @@ class PPOStage(Stage):
             trajs = run_episodes(self.actor, self.tokenizer, envs, tasks, max_turns=max_turns,
                                  max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
                                  temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment,
-                                 sampler=rollout.sample if rollout is not None else None)
+                                 sampler=rollout.sample if rollout is not None else None, env_workers=cfg.env_workers)
             t_roll = time.time() - t0
             if rollout is not None:
                 rollout.sleep()  # frees the engine's GPU memory for the update (when sleep mode is on)

@@ -10,7 +10,7 @@ tokens plus the next generation prompt) and the response's ids and log-probs, so
 from __future__ import annotations
 
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import attrs
 import torch
@@ -75,11 +75,14 @@ def run_episodes(
     actor: Any, tokenizer: Any, envs: Sequence[Any], tasks: Sequence[Any], *, max_turns: int,
     max_new_tokens: int, max_context: int = 4096, temperature: float = 1.0,
     generator: torch.Generator | None = None, env_name: str = "environment", sampler: Any | None = None,
+    env_workers: int = 1,
 ) -> list[Trajectory]:
     """Play one episode per (env, task) in lock step, batching generation across episodes.
 
     ``sampler`` (same arguments as ``sample_tokens`` without the actor, e.g. a vLLM engine's
-    ``sample``) replaces sampling with the actor itself.
+    ``sample``) replaces sampling with the actor itself. ``env_workers`` > 1 steps that many
+    episodes' environments at once (their evaluations overlap: on this machine's GPU pool, or on an
+    executor's workers when the environments were given one); the trajectories are the same.
     """
     if len(envs) < len(tasks):
         raise ValueError(f"{len(tasks)} tasks need as many environment slots, got {len(envs)}")
@@ -101,9 +104,11 @@ def run_episodes(
             sample = sampler or (lambda *a: sample_tokens(actor, *a))
             gens = sample([e.context for e in live], max_new_tokens, tokenizer.eos_token_id,
                           tokenizer.pad_token_id, temperature, generator)
-            for e, (ids, logps) in zip(live, gens):
-                text = tokenizer.decode(ids, skip_special_tokens=True)
-                result = as_step_result(e.env.step(text), env_name)
+            texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in gens]
+            results = _step_all([e.env.step for e in live], texts, env_workers)
+            cut: list[_Episode] = []  # ended by the trainer's budget: scored together below
+            for e, (ids, logps), text, stepped in zip(live, gens, texts, results):
+                result = as_step_result(stepped, env_name)
                 response = Message(role="assistant", content=text)
                 obs = list(result.observation or [])
                 turn = Turn(index=turn_index, response=response, observations=obs, prompt_token_ids=e.pending,
@@ -119,14 +124,17 @@ def run_episodes(
                     continue
                 if turn_index + 1 == max_turns:
                     e.done, e.traj.stop_reason = True, "max_turns"
-                    _truncate(e)
+                    cut.append(e)
                     continue
                 e.pending = chat.continuation_ids(obs)
                 if len(e.context) + len(e.pending) + max_new_tokens > max_context:
                     e.done, e.traj.stop_reason = True, "max_context"
-                    _truncate(e)
+                    cut.append(e)
                     continue
                 e.context.extend(e.pending)
+            for e, result in zip(cut, _step_all([_truncation(e) for e in cut], [None] * len(cut), env_workers)):
+                if result is not None:
+                    e.traj.metadata["step_rewards"][-1] += float(getattr(result, "reward", 0.0) or 0.0)
     finally:
         actor.train(was_training)
     for e in eps:
@@ -134,18 +142,32 @@ def run_episodes(
     return [e.traj for e in eps]
 
 
-def _truncate(e: Any) -> None:
+def _step_all(steps: list[Callable[[Any], Any]], actions: list[Any], workers: int) -> list[Any]:
+    """``step(action)`` for each pair, ``workers`` at once, results in order; the first error is
+    raised after every step ended (an environment's own failure, as a sequential loop would)."""
+    if workers <= 1 or len(steps) <= 1:
+        return [step(action) for step, action in zip(steps, actions)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(workers, len(steps)), thread_name_prefix="kag-env-step") as pool:
+        futures = [pool.submit(step, action) for step, action in zip(steps, actions)]
+        return [f.result() for f in futures]
+
+
+def _truncation(e: Any) -> Callable[[Any], Any]:
     """The trainer's budget ended the episode: let the environment score it (the kernel
-    environments re-score the best solution seen) and add that to the last step's reward."""
+    environments re-score the best solution seen); its reward is added to the last step's."""
     finish = getattr(e.env, "truncate", None)
-    if finish is None:
-        return
-    try:
-        result = finish()
-    except RuntimeError:  # the environment had already ended the episode
-        return
-    if result is not None:
-        e.traj.metadata["step_rewards"][-1] += float(getattr(result, "reward", 0.0) or 0.0)
+
+    def run(_: Any) -> Any:
+        if finish is None:
+            return None
+        try:
+            return finish()
+        except RuntimeError:  # the environment had already ended the episode
+            return None
+
+    return run
 
 
 def _plain(info: dict[str, Any]) -> dict[str, Any]:

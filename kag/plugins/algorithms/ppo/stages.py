@@ -56,7 +56,7 @@ class Collect(Stage):
         tmp.replace(self.ckpt / "state.json")
         return self.ckpt
 
-    def run(self) -> dict[str, Any]:
+    def _run(self) -> dict[str, Any]:
         self.setup()
         cfg, path = self.config, self.data_path()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,8 @@ class Collect(Stage):
             tasks = envs[0].sample_tasks(n, self.rng)
             trajs = run_episodes(self.actor, self.tokenizer, envs[:n], tasks, max_turns=cfg.max_turns,
                                  max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
-                                 temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment)
+                                 temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment,
+                                 env_workers=cfg.env_workers)
             for traj in trajs:
                 traj.policy = "actor"
             append_jsonl(path, *trajs)
