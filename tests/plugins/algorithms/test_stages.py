@@ -82,6 +82,13 @@ def test_config_errors_name_the_file_and_the_fix(tmp_path):
     cfg = train_config_from_dict("agentic", {"train": {"steps": 1, "agentic": {"steps": 7}},
                                              "environments": {"copy-digit": {"turns": 3}}})
     assert cfg.steps == 7 and cfg.env_options == {"turns": 3}
+    # the executor's options: kag.toml's [executors.NAME] (as kag eval reads them), under [train]'s own
+    cfg = train_config_from_dict("agentic", {"train": {"executor": "ray", "env_workers": 4,
+                                                       "executor_options": {"max_retries": 5}},
+                                             "executors": {"ray": {"address": "head:6379", "max_retries": 1}}})
+    assert cfg.executor_options == {"address": "head:6379", "max_retries": 5} and cfg.env_workers == 4
+    with pytest.raises(ValueError, match="env_workers must be >= 1"):
+        train_config_from_dict("agentic", {"train": {"env_workers": 0}})
 
 
 def test_cli_help_documents_each_stage_and_reports_bad_input(tmp_path):

@@ -93,7 +93,7 @@ class TrainConfig:
     tis_cap: float = 2.0
     # rollouts
     executor: str = "local"  # executor plugin for the environments' evaluations: "local" (this machine), "ray"
-    executor_options: dict[str, Any] = attrs.field(factory=dict)  # e.g. {address = "HOST:PORT", max_retries = 2}
+    executor_options: dict[str, Any] = attrs.field(factory=dict)  # over [executors.NAME]: {address = "HOST:PORT", ...}
     env_workers: int = 1  # episodes whose turn is stepped at once (1: one after another; ray: its workers)
     max_turns: int = 1
     max_new_tokens: int = 64
@@ -157,6 +157,8 @@ def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train
     env = merged.get("environment", attrs.fields(TrainConfig).environment.default)
     env_table = data.get("environments", {}).get(env, {})
     merged["env_options"] = {**env_table, **merged.get("env_options", {})}
+    executor = merged.get("executor", attrs.fields(TrainConfig).executor.default)  # [executors.NAME], as kag eval reads it
+    merged["executor_options"] = {**data.get("executors", {}).get(executor, {}), **merged.get("executor_options", {})}
     return TrainConfig(**merged).validate(where)
 
 
