@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--protect", action="append", default=[], help="paths no read rule may cover")
     parser.add_argument("--seccomp", action="store_true",
                         help="also refuse ptrace, process_vm_*, namespaces, bpf, io_uring, keyrings (fork/exec allowed)")
+    parser.add_argument("--private-tmp", action="store_true",
+                        help="empty /tmp, /run and /dev/shm but for the command's own folders (needs a mount "
+                             "namespace: unshare -rnm); see kag.core.trust.private_mounts")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -30,8 +33,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("no command")
     from kag.core.trust import confine
 
+    reads = confine.system_read_paths(args.protect) + args.read
+    if args.private_tmp:  # before Landlock, which refuses mounts from then on
+        from kag.core.trust.private_mounts import cover
+
+        bridge = os.environ.get("KAG_BRIDGE")
+        cover(args.write + reads + ([os.path.dirname(bridge)] if bridge else []))
     if confine.landlock_abi() > 0:
-        reads = confine.system_read_paths(args.protect) + args.read
         confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
                                                       devices=tuple(confine.device_paths(False)), scope_signals=True))
     if args.seccomp and confine.arch() in confine.SYSCALLS:

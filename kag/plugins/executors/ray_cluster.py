@@ -142,7 +142,7 @@ class RayExecutor:
     def map_unordered(self, jobs: Iterable[Job], workers: int | None = None, gpu: bool = False) -> Iterator[JobOutcome]:
         """Outcomes in completion order; closing the iterator (Ctrl-C) stops every worker at once."""
         ray = _import_ray()
-        from ray.exceptions import RayActorError, WorkerCrashedError
+        from ray.exceptions import RayActorError, RayError, WorkerCrashedError
 
         pending: deque[Job] = deque(jobs)
         for job in pending:
@@ -181,7 +181,12 @@ class RayExecutor:
                 worker = f"ray:w{slot}.{generation[slot]}"
                 try:
                     value, error = ray.get(ref)
-                except (RayActorError, WorkerCrashedError) as exc:
+                except RayError as exc:  # a result that cannot be read is the job's failure, never the run's
+                    if not isinstance(exc, (RayActorError, WorkerCrashedError)):
+                        yield JobOutcome(job.key, error=f"{type(exc).__name__}: {str(exc)[:500]}",
+                                         attempts=attempts[job.key], worker=worker)
+                        self._replace(ray, actors, generation, slot, gpu)  # its state is not to be trusted
+                        continue
                     self.stats.lost_workers += 1
                     self._replace(ray, actors, generation, slot, gpu)
                     if attempts[job.key] <= self.max_retries:
@@ -273,7 +278,7 @@ class RaySession:
             self.idle.put(slot)
 
     def call(self, job: Job) -> JobOutcome:
-        from ray.exceptions import RayActorError, WorkerCrashedError
+        from ray.exceptions import RayActorError, RayError, WorkerCrashedError
 
         if callable(job.fn):
             raise PluginError(f"the ray executor runs jobs by name ('module:function'); job {job.key!r} has a "
@@ -292,7 +297,11 @@ class RaySession:
                 actor, worker = self.actors[slot], f"ray:w{slot}.{self.generation[slot]}"
             try:
                 value, error = self.ray.get(actor.run.remote(job.key, job.fn, dict(job.args)))
-            except (RayActorError, WorkerCrashedError) as exc:
+            except RayError as exc:  # a result that cannot be read (out of memory, a bad object) fails the job only
+                if not isinstance(exc, (RayActorError, WorkerCrashedError)):
+                    self._replace(slot)  # its state is not to be trusted
+                    return JobOutcome(job.key, error=f"{type(exc).__name__}: {str(exc)[:500]}", attempts=attempts,
+                                      worker=worker)
                 with self.lock:
                     self.stats.lost_workers += 1
                 self._replace(slot)

@@ -2,8 +2,11 @@
 
 Limits: a wall-clock timeout per command (the process group is killed), an optional address-space
 limit (RLIMIT_AS; off by default because a CUDA context reserves far more virtual memory than it
-uses), and no network where an unprivileged network namespace (``unshare -rn``) works. Where it
-does not, the sandbox still runs and says so in ``network_isolated`` / ``isolation_notes``.
+uses), and no network where an unprivileged network namespace (``unshare -rn``) works, with empty
+/tmp, /run and /dev/shm but for the episode's own folders where a mount namespace comes with it
+(``unshare -rnm``, kag.core.trust.private_mounts: the host's Unix sockets, a Ray node's object store
+among them, out of reach). Where they do not, the sandbox still runs and says so in
+``network_isolated`` / ``isolation_notes``.
 Commands get a minimal environment (``agent_environment``): no API key of the host reaches them.
 Where the kernel has Landlock, every command runs confined (kag.core.trust.confine_exec): it writes only
 the workspace and the episode's HOME, reads the system, Python and those two folders (never kag's
@@ -55,14 +58,27 @@ def _landlock() -> bool:
     return landlock_abi() > 0
 
 
-def confine_prefix(workspace: Path, home: Path) -> list[str]:
-    """The argv prefix that confines a command to the workspace and HOME (kag.core.trust.confine_exec)."""
+def confine_prefix(workspace: Path, home: Path, private_tmp: bool = False) -> list[str]:
+    """The argv prefix that confines a command to the workspace and HOME (kag.core.trust.confine_exec);
+    ``private_tmp`` (in a mount namespace): the host's /tmp, /run and /dev/shm, and the Unix sockets
+    in them, out of sight."""
     import sys
 
     from kag.core.eval.build import cache_root
 
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workspace), "--write", str(home),
-            "--protect", str(cache_root()), "--seccomp", "--"]
+            "--protect", str(cache_root()), "--seccomp", *(["--private-tmp"] if private_tmp else []), "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def mount_namespace_problem() -> str | None:
+    """None when ``unshare -rnm`` also gives commands a mount namespace of their own (for the empty
+    /tmp and /run of kag.core.trust.private_mounts), else why not."""
+    try:
+        proc = subprocess.run(["unshare", "-rnm", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare -rnm failed: {exc}"
+    return None if proc.returncode == 0 else f"unshare -rnm is not permitted here: {proc.stderr.strip() or proc.returncode}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -128,9 +144,15 @@ class LocalSandboxHandle:
         problem = network_namespace_problem() if isolate_network else "network isolation switched off"
         self.network_isolated = problem is None
         self.isolation_notes = [] if problem is None else [f"commands have network access: {problem}"]
-        self.prefix = ["unshare", "-rn"] if self.network_isolated else []
+        private_tmp = bool(confine) and self.network_isolated and mount_namespace_problem() is None
+        self.prefix = (["unshare", "-rnm"] if private_tmp else ["unshare", "-rn"]) if self.network_isolated else []
+        if not private_tmp:
+            why = mount_namespace_problem() if self.network_isolated and confine else \
+                ("no network namespace" if confine else "commands are not confined")
+            self.isolation_notes.append(f"commands can reach the host's Unix sockets in /tmp and /run (a Ray node's "
+                                        f"object store, Docker's): {why}")
         if confine:
-            self.prefix += confine_prefix(self.root, self.home)
+            self.prefix += confine_prefix(self.root, self.home, private_tmp)
         elif confine is not None:
             self.isolation_notes.append("commands are not confined: Landlock is switched off or missing")
         self.env = agent_environment(self.home, env)

@@ -293,3 +293,21 @@ def test_an_rl_stage_with_the_ray_executor_evaluates_there_and_lets_its_workers_
     assert _workers() == {}
     summary = stage.run()  # the tiny model's answers do not parse: -1 each, and the workers are let go
     assert summary["episodes"] == 2 and _workers() == {}
+
+
+def test_an_agent_command_cannot_reach_the_nodes_object_store(cluster, tmp_path):
+    """The attack that ran code in a trusted worker: the sandbox resolved /tmp/ray/session_latest
+    and wrote pickles into the plasma store through its Unix socket. Sandbox commands see an
+    empty /tmp: no session folder, no socket to connect to."""
+    from kag.plugins.sandboxes.local import LocalSandbox, mount_namespace_problem, network_namespace_problem
+
+    if network_namespace_problem() or mount_namespace_problem():
+        pytest.skip("no mount namespace here")
+    sockets = Path(os.path.realpath("/tmp/ray/session_latest")) / "sockets"  # Ray's default temp folder
+    assert (sockets / "plasma_store").exists()  # on the host, this test's cluster has one
+    with RayExecutor().session(workers=1), LocalSandbox().start() as box:
+        probe = (f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+                 f"s.connect('{sockets / 'plasma_store'}'); print('connected')\"")
+        result = box.run(probe)
+        assert "connected" not in result.stdout and "No such file" in result.stderr
+        assert box.run("readlink /tmp/ray/session_latest || echo gone").stdout.strip() == "gone"

@@ -148,3 +148,57 @@ def test_agent_commands_write_only_the_workspace_and_never_reach_kags_caches(tmp
     assert got == {"workspace": True, "home": True, "cache": False, "key": False, "outside": False, "tmp": False,
                    "parent memory": False, "parent environ": False}, got
     assert not outside.exists()
+
+
+def _listen(path: Path):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    return server
+
+
+def test_the_hosts_unix_sockets_are_out_of_sight_but_the_episodes_folders_are_not(tmp_path):
+    """A Unix socket is reachable from any process that can resolve its path (Landlock does not
+    govern connect() on it): a Ray node's object store in /tmp/ray, Docker's in /run. Commands get
+    empty /tmp, /run and /dev/shm with only their workspace, HOME and bridge bound back in, and
+    cannot unmount them to see the host's."""
+    from kag.plugins.sandboxes.local import mount_namespace_problem
+
+    if network_namespace_problem() or mount_namespace_problem():
+        with LocalSandbox().start() as handle:
+            assert any("Unix sockets" in note for note in handle.isolation_notes)
+        pytest.skip(f"no mount namespace here: {network_namespace_problem() or mount_namespace_problem()}")
+    host_tmp = tmp_path / "host.sock"  # tmp_path is under /tmp
+    servers = [_listen(host_tmp)]
+    run_sock = Path("/run") / f"kag-test-{os.getpid()}.sock"
+    try:
+        servers.append(_listen(run_sock))
+    except OSError:
+        run_sock = None
+    ws, bridge = tmp_path / "ws", tmp_path / "bridge"
+    ws.mkdir()
+    bridge.mkdir()
+    bridge_sock = bridge / "eval.sock"
+    servers.append(_listen(bridge_sock))
+    connect = (f"{sys.executable} -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); "
+               f"s.connect(sys.argv[1]); print('connected')\"")
+    try:
+        with LocalSandbox().start(ws, bridge_dir=bridge) as box:
+            assert box.run(f"{connect} {host_tmp}").stdout.strip() == ""
+            if run_sock is not None:
+                assert box.run(f"{connect} {run_sock}").stdout.strip() == ""
+            assert box.run(f"{connect} \"$KAG_BRIDGE\"").stdout.strip() == "connected"  # the episode's own
+            assert box.run("echo 1 > model_new.py && cat model_new.py").stdout.strip() == "1"
+            assert box.run(f"{sys.executable} -c 'import torch; print(1)'").stdout.strip() == "1"
+            for attempt in ("umount /tmp", "umount -l /tmp", "mount -t tmpfs none /tmp"):
+                box.run(attempt)
+                assert box.run(f"{connect} {host_tmp}").stdout.strip() == "", attempt
+            assert box.run("ls /tmp/ray /run/docker.sock 2>&1; echo done").stdout.strip().endswith("done")
+            assert box.run("test -e /tmp/ray || test -e /run/docker.sock || echo hidden").stdout.strip() == "hidden"
+    finally:
+        for server in servers:
+            server.close()
+        if run_sock is not None:
+            run_sock.unlink(missing_ok=True)

@@ -1,0 +1,61 @@
+"""Fresh, empty /tmp, /run and /dev/shm for an agent's commands, with only their own folders in them.
+
+Trusted side (kag.core.trust.confine_exec runs it first, in the mount namespace ``unshare -rnm``
+gives the local sandbox's commands). A Unix socket with a path is reachable from any process that
+can resolve the path: Landlock (to ABI 7) does not govern connect() on it and a network namespace
+does not separate it. The host's sockets live in these folders: a Ray node's raylet and plasma
+store (/tmp/ray: an agent that writes objects into plasma runs code in the trusted Ray worker that
+unpickles them), Docker's (/run/docker.sock: root on the host), kag serve's, D-Bus. Over each
+folder the commands get an empty tmpfs; the folders they must keep (their workspace, HOME, the
+evaluation bridge, the Python and libraries they read) are bind-mounted back in at the same paths.
+The tmpfs cannot be unmounted by the commands: Landlock and the seccomp filter refuse mount
+operations after this. Abstract Unix sockets belong to the network namespace, already empty.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Iterable
+
+COVERED = ("/tmp", "/run", "/var/run", "/dev/shm")
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 0x2, 0x4, 0x1000, 0x4000
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    if libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def covered_dirs() -> list[str]:
+    """The folders to cover that are real folders here (/var/run is mostly a link to /run)."""
+    return [d for d in COVERED if os.path.isdir(d) and not os.path.islink(d)]
+
+
+def cover(keep: Iterable[str]) -> list[str]:
+    """Mount an empty tmpfs over each covered folder, then bind every existing ``keep`` path that
+    lies under one back in place. Returns the folders covered."""
+    covered = covered_dirs()
+    held: list[tuple[str, int, bool]] = []
+    for path in sorted({os.path.realpath(p) for p in keep if p}):
+        if not os.path.exists(path) or not any(path == c or path.startswith(c + "/") for c in covered):
+            continue
+        if path in covered:  # the whole folder kept: nothing of it is hidden
+            covered.remove(path)
+            continue
+        held.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC), os.path.isdir(path)))
+    held = [h for h in held if any(h[0].startswith(c + "/") for c in covered)]
+    for folder in covered:
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for path, fd, is_dir in sorted(held):  # parents before children
+        if is_dir:
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+        os.close(fd)
+    return covered
