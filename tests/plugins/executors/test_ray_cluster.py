@@ -311,3 +311,17 @@ def test_an_agent_command_cannot_reach_the_nodes_object_store(cluster, tmp_path)
         result = box.run(probe)
         assert "connected" not in result.stdout and "No such file" in result.stderr
         assert box.run("readlink /tmp/ray/session_latest || echo gone").stdout.strip() == "gone"
+
+
+def test_a_result_ray_cannot_send_back_fails_its_job_not_the_run(cluster):
+    """A value the worker cannot serialise (as a planted object the driver cannot read) is a
+    RayTaskError at ray.get: one failed outcome and a fresh worker, in both ways in."""
+    jobs = [Job("lock", "threading:Lock", {}), Job("pid", "os:getpid", {})]
+    executor = RayExecutor()
+    got = {o.key: o for o in executor.map_unordered(jobs, workers=1)}
+    assert got["lock"].error and got["lock"].value is None and isinstance(got["pid"].value, int)
+    with executor.session(workers=1) as session:
+        bad = session.call(Job("lock", "threading:Lock", {}))
+        assert bad.error and bad.worker == "ray:w0.0"
+        assert session.call(Job("pid", "os:getpid", {})).worker == "ray:w0.1"  # replaced
+    assert _workers() == {}
