@@ -77,6 +77,7 @@ class CandidatePlan:
                 self.applied.append("network namespace")
             if os.getpid() == 1 and own_proc():  # the first process of its own PID namespace
                 self.applied.append("pid namespace (own /proc)")
+                self.hide_host_sockets()
         os.environ.clear()
         os.environ.update(minimal_env({"HOME": self.tmp_dir, "TMPDIR": self.tmp_dir}))
         tempfile.tempdir = None
@@ -93,6 +94,26 @@ class CandidatePlan:
                                             devices=tuple(confine.device_paths(self.cuda)))
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
+
+
+    def hide_host_sockets(self) -> None:
+        """In its own mount namespace: empty /tmp and /run but for the candidate's own folders and
+        what it reads (kag.core.trust.private_mounts), so the solution's code cannot connect to the
+        host's Unix sockets: a Ray node's object store (code in the trusted worker that unpickles
+        what it plants), Docker's (root on the host), kag serve's. /dev/shm stays: the judge and
+        the candidate share tensors through it. NVIDIA's daemons' folders stay (CUDA talks to them)."""
+        import glob
+
+        from kag.core.trust.private_mounts import cover
+
+        nvidia = [p for pattern in ("/run/nvidia*", "/var/run/nvidia*", "/tmp/nvidia*", "/tmp/.nvidia*")
+                  for p in glob.glob(pattern)]
+        try:
+            cover([self.tmp_dir, "/dev/shm", *self.read_paths, *nvidia])
+        except OSError as exc:  # a kernel that refuses tmpfs here: say so, as for any missing layer
+            self.applied.append(f"host sockets visible ({exc.strerror})")
+            return
+        self.applied.append("private /tmp and /run")
 
 
 def own_proc() -> bool:

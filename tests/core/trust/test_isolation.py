@@ -232,3 +232,42 @@ def test_a_long_tmpdir_still_lets_the_candidate_pass_file_descriptors(tmp_path, 
         assert proc.stdout.strip() == plan.tmp_dir
     finally:
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
+
+
+@NEEDS_ROOT
+def test_the_candidate_cannot_connect_to_the_hosts_unix_sockets(plan: CandidatePlan, tmp_path: Path) -> None:
+    """A solution's code is the candidate: a Unix socket is reachable from any process that can
+    resolve its path (Landlock does not govern connect() on it), and a Ray node's object store
+    (/tmp/ray/...) or Docker's (/run/docker.sock) would give it code outside every sandbox. In its
+    own mount namespace it sees empty /tmp and /run, but still its own folder and /dev/shm."""
+    import socket
+
+    servers, paths = [], [tmp_path / "host.sock"]
+    run_sock = Path("/run") / f"kag-cand-test-{os.getpid()}.sock"
+    paths.append(run_sock)
+    for path in paths:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.listen(1)
+        servers.append(server)
+
+    def attack(_: int) -> dict:
+        def connect(path: Path) -> None:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(path))
+
+        out = {str(p): tries(lambda p=p: connect(p)) for p in paths}
+        out["own"] = tries(lambda: Path(plan.tmp_dir, "x").write_text("1"))
+        shm = Path("/dev/shm", f"kag-cand-probe-{plan.tmp_dir.rsplit('-', 1)[-1]}")
+        out["shm"] = tries(lambda: shm.write_text("1"))
+        shm.unlink(missing_ok=True)
+        return out
+
+    try:
+        found = in_confined_child(plan, attack, seccomp=False)
+    finally:
+        for server in servers:
+            server.close()
+        run_sock.unlink(missing_ok=True)
+    assert found.pop("own") == "ALLOWED" and found.pop("shm") == "ALLOWED", found
+    assert all(v.startswith("denied") for v in found.values()), found
