@@ -300,6 +300,9 @@ def confinement_support() -> dict[str, Any]:
             _try_in_child(ns(CLONE_NEWPID)) if root else "needs root", "a subreaper sweep kills them instead"),
         "network namespace": verdict(_try_in_child(ns(CLONE_NEWNET)) if root else "needs root",
                                      "Landlock (ABI 4+) blocks TCP instead"),
+        "mount namespace (the host's Unix sockets hidden)": verdict(
+            _try_in_child(ns(CLONE_NEWNS)) if root else "needs root",
+            "candidates can connect to Unix sockets in /tmp and /run (Docker's, a Ray node's object store)"),
         "capabilities dropped": verdict(_try_in_child(confine.drop_capabilities), "it keeps root's powers")
         if root else "none to drop (not root)",
         "landlock": f"yes (ABI {abi})" if abi else "no: the kernel has no Landlock; candidates can read and "

@@ -190,7 +190,8 @@ def test_a_subreaper_sweep_finds_double_forked_orphans() -> None:
 
 def test_doctor_reports_every_layer() -> None:
     support = confinement_support()
-    for layer in ("landlock", "seccomp", "pid namespace (all its processes die with it)", "judge not dumpable"):
+    for layer in ("landlock", "seccomp", "pid namespace (all its processes die with it)", "judge not dumpable",
+                  "mount namespace (the host's Unix sockets hidden)"):
         assert layer in support
     if confine.landlock_abi():
         assert support["landlock"].startswith("yes")
