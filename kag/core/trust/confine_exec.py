@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--private-tmp", action="store_true",
                         help="empty /tmp, /run and /dev/shm but for the command's own folders (needs a mount "
                              "namespace: unshare -rnm); see kag.core.trust.private_mounts")
+    parser.add_argument("--cover", action="append", default=[],
+                        help="with --private-tmp: one more folder to empty (Ray's RAY_TMPDIR, say)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         from kag.core.trust.private_mounts import cover
 
         bridge = os.environ.get("KAG_BRIDGE")
-        cover(args.write + reads + ([os.path.dirname(bridge)] if bridge else []))
+        cover(args.write + reads + ([os.path.dirname(bridge)] if bridge else []), extra=args.cover)
     if confine.landlock_abi() > 0:
         confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
                                                       devices=tuple(confine.device_paths(False)), scope_signals=True))

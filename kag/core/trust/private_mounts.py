@@ -30,15 +30,23 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def covered_dirs() -> list[str]:
-    """The folders to cover that are real folders here (/var/run is mostly a link to /run)."""
-    return [d for d in COVERED if os.path.isdir(d) and not os.path.islink(d)]
+def covered_dirs(extra: Iterable[str] = ()) -> list[str]:
+    """The folders to cover that are real folders here (/var/run is mostly a link to /run), and
+    ``extra`` ones: Ray's temp folder when RAY_TMPDIR moves it out of /tmp."""
+    wanted = list(COVERED) + [os.path.realpath(d) for d in extra if d]
+    if os.environ.get("RAY_TMPDIR"):
+        wanted.append(os.path.realpath(os.environ["RAY_TMPDIR"]))
+    out: list[str] = []
+    for d in wanted:
+        if os.path.isdir(d) and not os.path.islink(d) and d not in out:
+            out.append(d)
+    return out
 
 
-def cover(keep: Iterable[str]) -> list[str]:
+def cover(keep: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
     """Mount an empty tmpfs over each covered folder, then bind every existing ``keep`` path that
     lies under one back in place. Returns the folders covered."""
-    covered = covered_dirs()
+    covered = covered_dirs(extra)
     held: list[tuple[str, int, bool]] = []
     for path in sorted({os.path.realpath(p) for p in keep if p}):
         if not os.path.exists(path) or not any(path == c or path.startswith(c + "/") for c in covered):

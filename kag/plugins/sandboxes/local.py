@@ -67,7 +67,8 @@ def confine_prefix(workspace: Path, home: Path, private_tmp: bool = False) -> li
     from kag.core.eval.build import cache_root
 
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workspace), "--write", str(home),
-            "--protect", str(cache_root()), "--seccomp", *(["--private-tmp"] if private_tmp else []), "--"]
+            "--protect", str(cache_root()), "--seccomp", *(["--private-tmp"] if private_tmp else []),
+            *(["--cover", os.environ["RAY_TMPDIR"]] if private_tmp and os.environ.get("RAY_TMPDIR") else []), "--"]
 
 
 @functools.lru_cache(maxsize=1)

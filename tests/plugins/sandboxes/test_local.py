@@ -202,3 +202,24 @@ def test_the_hosts_unix_sockets_are_out_of_sight_but_the_episodes_folders_are_no
             server.close()
         if run_sock is not None:
             run_sock.unlink(missing_ok=True)
+
+
+def test_a_ray_temp_folder_moved_out_of_tmp_is_emptied_too(monkeypatch):
+    from kag.plugins.sandboxes.local import mount_namespace_problem
+
+    if network_namespace_problem() or mount_namespace_problem():
+        pytest.skip("no mount namespace here")
+    import tempfile
+
+    ray_tmp = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="kag-test-raytmp-"))
+    server = _listen(ray_tmp / "plasma_store")
+    connect = (f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+               f"s.connect('{ray_tmp / 'plasma_store'}'); print('connected')\"")
+    try:
+        monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
+        with LocalSandbox().start() as box:
+            assert box.run(connect).stdout.strip() == ""
+    finally:
+        server.close()
+        (ray_tmp / "plasma_store").unlink()
+        ray_tmp.rmdir()
