@@ -70,7 +70,9 @@ def env_rows(args: argparse.Namespace) -> list[dict]:
 
     from kag.core.eval.remote import ExecutorEvaluations
     from kag.core.plugins import Plugins
-    from kag.plugins.algorithms.ppo.rollout import _step_all
+    import functools
+
+    from kag.plugins.algorithms.ppo.rollout import _run_all
     from kag.plugins.executors.ray_cluster import RayExecutor
 
     plugins = Plugins(load_entrypoints=False)
@@ -92,7 +94,7 @@ def env_rows(args: argparse.Namespace) -> list[dict]:
         for env in envs:
             env.reset("model")
         t0 = time.perf_counter()
-        results = _step_all([e.step for e in envs], [a for _, a in pairs], workers)
+        results = _run_all([functools.partial(e.step, a) for e, (_, a) in zip(envs, pairs)], workers)
         wall = time.perf_counter() - t0
         if pool is not None:
             pool.close()

@@ -55,6 +55,9 @@ def cover(keep: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
             covered.remove(path)
             continue
         held.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC), os.path.isdir(path)))
+    for path, fd, _ in held:  # under a folder kept whole: nothing to bind
+        if not any(path.startswith(c + "/") for c in covered):
+            os.close(fd)
     held = [h for h in held if any(h[0].startswith(c + "/") for c in covered)]
     for folder in covered:
         _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")

@@ -126,6 +126,7 @@ class Stage:
                                    else ("cpu" if config.device == "auto" else config.device))
         self.actor = self.tokenizer = self.critic = None
         self.actor_engine = self.critic_engine = None
+        self._evaluations: Any = None  # kag.core.eval.remote.ExecutorEvaluations, while the stage holds workers
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -258,7 +259,7 @@ class Stage:
         """The executor's workers, held for the stage's evaluations until ``close_evaluations``."""
         from kag.core.eval.remote import ExecutorEvaluations
 
-        if getattr(self, "_evaluations", None) is None:
+        if self._evaluations is None:
             cfg = self.config
             executor = plugins.create("executor", cfg.executor, **cfg.executor_options)
             from kag.core.eval.gpu_pool import pick_backend
@@ -268,7 +269,7 @@ class Stage:
         return self._evaluations
 
     def close_evaluations(self) -> None:
-        evaluations, self._evaluations = getattr(self, "_evaluations", None), None
+        evaluations, self._evaluations = self._evaluations, None
         if evaluations is not None:
             evaluations.close()
 

@@ -9,6 +9,7 @@ tokens plus the next generation prompt) and the response's ids and log-probs, so
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any, Callable, Sequence
 
@@ -105,7 +106,7 @@ def run_episodes(
             gens = sample([e.context for e in live], max_new_tokens, tokenizer.eos_token_id,
                           tokenizer.pad_token_id, temperature, generator)
             texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in gens]
-            results = _step_all([e.env.step for e in live], texts, env_workers)
+            results = _run_all([functools.partial(e.env.step, text) for e, text in zip(live, texts)], env_workers)
             cut: list[_Episode] = []  # ended by the trainer's budget: scored together below
             for e, (ids, logps), text, stepped in zip(live, gens, texts, results):
                 result = as_step_result(stepped, env_name)
@@ -132,7 +133,7 @@ def run_episodes(
                     cut.append(e)
                     continue
                 e.context.extend(e.pending)
-            for e, result in zip(cut, _step_all([_truncation(e) for e in cut], [None] * len(cut), env_workers)):
+            for e, result in zip(cut, _run_all([functools.partial(_truncation, e) for e in cut], env_workers)):
                 if result is not None:
                     e.traj.metadata["step_rewards"][-1] += float(getattr(result, "reward", 0.0) or 0.0)
     finally:
@@ -142,32 +143,28 @@ def run_episodes(
     return [e.traj for e in eps]
 
 
-def _step_all(steps: list[Callable[[Any], Any]], actions: list[Any], workers: int) -> list[Any]:
-    """``step(action)`` for each pair, ``workers`` at once, results in order; the first error is
-    raised after every step ended (an environment's own failure, as a sequential loop would)."""
-    if workers <= 1 or len(steps) <= 1:
-        return [step(action) for step, action in zip(steps, actions)]
+def _run_all(calls: list[Callable[[], Any]], workers: int) -> list[Any]:
+    """Each call, ``workers`` at once, results in order; the first error is raised after every
+    call ended (an environment's own failure, as a sequential loop would)."""
+    if workers <= 1 or len(calls) <= 1:
+        return [call() for call in calls]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(workers, len(steps)), thread_name_prefix="kag-env-step") as pool:
-        futures = [pool.submit(step, action) for step, action in zip(steps, actions)]
+    with ThreadPoolExecutor(max_workers=min(workers, len(calls)), thread_name_prefix="kag-env-step") as pool:
+        futures = [pool.submit(call) for call in calls]
         return [f.result() for f in futures]
 
 
-def _truncation(e: Any) -> Callable[[Any], Any]:
+def _truncation(e: Any) -> Any:
     """The trainer's budget ended the episode: let the environment score it (the kernel
     environments re-score the best solution seen); its reward is added to the last step's."""
     finish = getattr(e.env, "truncate", None)
-
-    def run(_: Any) -> Any:
-        if finish is None:
-            return None
-        try:
-            return finish()
-        except RuntimeError:  # the environment had already ended the episode
-            return None
-
-    return run
+    if finish is None:
+        return None
+    try:
+        return finish()
+    except RuntimeError:  # the environment had already ended the episode
+        return None
 
 
 def _plain(info: dict[str, Any]) -> dict[str, Any]:
