@@ -285,7 +285,7 @@ class CandidateCalls:
         return True
 
     def record_timing(self, timing: Any) -> None:
-        from kag.core.eval.judge_timing import skipped_work
+        from kag.core.eval.judge_timing import fold_threshold_s, skipped_work
         from kag.core.eval.timing import summarize
 
         # the timed calls' hand-overs, compared with the calibration's (made under the same profiler
@@ -297,10 +297,12 @@ class CandidateCalls:
         # it made it 16x slower than eager instead of about as fast)
         merged = type(timing)(windows_s=timing.windows_s, post_s=timing.post_s)
         estimates, fold = merged.estimates_s(self.cal)
-        checked, _ = self.check_timing.estimates_s(self.cal)
+        checked, _ = self.check_timing.estimates_s(self.cal, with_fold=False)  # a floor: never raised by a fold
         stats = summarize([e * 1000.0 for e in estimates])
         self.report.calibration.update(window_ms=median_ms(timing.windows_s), post_ms=median_ms(merged.post_s),
-                                          post_calibrated_ms=median_ms(self.cal.post_s), fold_ms=round(fold * 1e3, 4))
+                                          post_calibrated_ms=median_ms(self.cal.post_s), fold_ms=round(fold * 1e3, 4),
+                                          fold_threshold_ms=round(fold_threshold_s(self.cal.post_s, len(merged.post_s)) * 1e3, 4)
+                                          if merged.post_s and self.cal.post_s else None)
         self.report.timing["candidate"] = stats
         self.report.times_ms["candidate"] = stats.median_ms
         self.report.timing["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])

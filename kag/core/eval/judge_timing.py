@@ -41,7 +41,13 @@ from kag.core.eval.timing import summarize  # noqa: F401 - part of this module's
 RECHECKED = 12  # a solution working on 2 of 3 timed calls is caught with probability 1 - (2/3)**12 = 99.2%
 NULL_CALLS = 200
 REFERENCE_WARMUP, REFERENCE_CALLS = 3, 12  # the task's Model through the candidate's path (GPU)
-POST_CALIBRATIONS = 5
+POST_CALIBRATIONS = 12  # hand-overs of a ready output before the solution is imported: its noise, unforgeable
+FOLD_SIGMAS = 3.0  # a timed call's hand-overs slower than calibrated by this many standard errors of the
+# difference of medians (from the calibration's spread alone: the solution can widen its own) are work put
+# off until the output was asked for, and the whole difference is charged to every timed call. A slack that
+# grew with the hand-over's own time (10% of it, once) let a lazy ReLU on a 128 MB output hide its 85 us
+# kernel in a 1 ms hand-over: 3.25x eager and reward 3 on an H100 (bench/trust_gpu/session5)
+FOLD_FLOOR_S = 5e-6
 FAST_RATIO = 0.5  # a "skipped" call: under half the median
 FAST_MIN_GAP_S = 20e-6  # ... and this much under it (tiny kernels jitter)
 FAST_MIN_SHARE = 0.2  # a cluster: at least this share of the timed calls (and 3 calls). The verdict is the
@@ -129,15 +135,26 @@ class CandidateTiming:
     post_s: list[float] = attrs.field(factory=list)
     verified: list[int] = attrs.field(factory=list)
 
-    def estimates_s(self, cal: PathCalibration) -> tuple[list[float], float]:
+    def estimates_s(self, cal: PathCalibration, with_fold: bool = True) -> tuple[list[float], float]:
         """Per-call times (window less the null path, plus the work done at hand-over), and that
-        hand-over work (the fold)."""
+        hand-over work (the fold). ``with_fold=False``: the windows alone (the checks' hand-overs run
+        under the profiler's kernel records, slower than calibrated for honest solutions too)."""
         fold = 0.0
-        if self.post_s and cal.post_s:
-            slack = 3.0 * mad(cal.post_s) + 0.1 * median(cal.post_s) + 20e-6
-            fold = max(0.0, median(self.post_s) - median(cal.post_s) - slack)
+        if with_fold and self.post_s and cal.post_s:
+            diff = median(self.post_s) - median(cal.post_s)
+            if diff > fold_threshold_s(cal.post_s, len(self.post_s)):
+                fold = diff
         overhead = cal.overhead_s
         return [max(w - overhead, 0.0) + fold for w in self.windows_s], fold
+
+
+def fold_threshold_s(calibrated_s: list[float], n: int) -> float:
+    """How much slower than calibrated ``n`` hand-overs may be before the difference counts as
+    work: FOLD_SIGMAS standard errors of a difference of two medians (1.4826 MAD estimates the
+    spread, 1.2533 / sqrt(n) a median's error), at least FOLD_FLOOR_S."""
+    sigma = 1.4826 * mad(calibrated_s)
+    error = 1.2533 * sigma * math.sqrt(1.0 / max(n, 1) + 1.0 / max(len(calibrated_s), 1))
+    return max(FOLD_FLOOR_S, FOLD_SIGMAS * error)
 
 
 def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | None:

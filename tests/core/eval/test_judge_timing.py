@@ -9,7 +9,7 @@ import random
 import statistics
 
 from kag.core.eval.judge_timing import (FAST_MIN_SHARE, RECHECKED, CandidateTiming, PathCalibration, choose_rechecked, cross_check,
-                                   skipped_work)
+                                   fold_threshold_s, skipped_work)
 
 CAL = PathCalibration(null_s=[30e-6] * 50, post_s=[1e-3, 1.05e-3, 0.98e-3, 1.01e-3, 1.0e-3])
 
@@ -25,7 +25,52 @@ def test_work_done_when_an_output_is_asked_for_counts_on_every_call():
     the judge asks for the output. Its time is 4 ms, not 0."""
     timing = CandidateTiming(windows_s=[30e-6] * 100, post_s=[1e-3 + 4e-3] * 12)
     estimates, fold = timing.estimates_s(CAL)
-    assert 3.8e-3 < fold < 4.0e-3 and min(estimates) > 3.8e-3
+    assert abs(fold - 4e-3) < 1e-4 and min(estimates) > 3.9e-3  # the whole difference, no slack taken off
+
+
+def _calibration(rng: random.Random, median_s: float, spread_s: float, n: int = 12) -> PathCalibration:
+    return PathCalibration(null_s=[30e-6] * 50, post_s=[median_s + rng.gauss(0, spread_s) for _ in range(n)])
+
+
+def test_a_lazy_output_cannot_hide_its_kernel_in_a_long_hand_over():
+    """The H100 case: a 128 MB ReLU output handed over in ~1 ms (10 us of jitter); the lazy
+    solution writes it (85 us) when asked. A slack of 10% of the hand-over hid it (reward 3)."""
+    rng = random.Random(1)
+    for _ in range(50):
+        cal = _calibration(rng, 1e-3, 10e-6)
+        lazy = CandidateTiming(windows_s=[45e-6] * 100, post_s=[1e-3 + 85e-6 + rng.gauss(0, 10e-6) for _ in range(12)])
+        estimates, fold = lazy.estimates_s(cal)
+        assert 60e-6 < fold < 110e-6 and statistics.median(estimates) > 70e-6
+
+
+def test_widening_its_own_hand_overs_does_not_buy_a_solution_slack():
+    """The threshold comes from the calibration (taken before the solution was imported), not
+    from the hand-overs the solution controls: jitter it adds only adds to what it is charged."""
+    rng = random.Random(2)
+    cal = _calibration(rng, 1e-3, 10e-6)
+    noisy = [1e-3 + 85e-6 + rng.uniform(0, 2e-3) for _ in range(12)]
+    _, fold = CandidateTiming(windows_s=[45e-6] * 100, post_s=noisy).estimates_s(cal)
+    assert fold > 85e-6
+    assert fold_threshold_s(cal.post_s, 12) < 30e-6
+
+
+def test_honest_hand_overs_are_seldom_charged_and_then_only_their_noise():
+    rng = random.Random(3)
+    charged = []
+    for _ in range(500):
+        cal = _calibration(rng, 1e-3, 10e-6)
+        honest = CandidateTiming(windows_s=[100e-6] * 100, post_s=[1e-3 + rng.gauss(0, 10e-6) for _ in range(12)])
+        _, fold = honest.estimates_s(cal)
+        if fold:
+            charged.append(fold)
+    assert len(charged) <= 10  # 2% (3 standard errors, estimated from 12 calibrations)
+    assert all(f < 40e-6 for f in charged)
+
+
+def test_the_checks_floor_is_their_windows_alone():
+    timing = CandidateTiming(windows_s=[1e-3 + 30e-6] * 5, post_s=[5e-3] * 5)
+    estimates, fold = timing.estimates_s(CAL, with_fold=False)
+    assert fold == 0.0 and all(abs(e - 1e-3) < 1e-12 for e in estimates)
 
 
 def test_a_cluster_of_fast_calls_is_skipped_work_but_jitter_and_load_are_not():
