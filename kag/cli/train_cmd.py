@@ -9,6 +9,7 @@ resumes from its checkpoint when rerun.
 from __future__ import annotations
 
 import json
+import os
 import signal
 from typing import Any, Callable
 
@@ -100,7 +101,8 @@ def _stop_safely(what: str, call: Callable[[], dict[str, Any]]) -> None:
         interrupted(f"kag train {what}: interrupted: {why}; the same command resumes")
     finally:
         signal.signal(signal.SIGINT, previous)
-    click.echo(json.dumps(summary, default=str, indent=1))
+    if os.environ.get("RANK", "0") == "0":  # under a launcher, rank 0 speaks for every rank
+        click.echo(json.dumps(summary, default=str, indent=1))
 
 
 def _stage_command(stage: str) -> click.Command:

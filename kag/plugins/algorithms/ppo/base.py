@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from kag.core.records import append_jsonl, read_jsonl
+from kag.plugins.algorithms.ppo import ranks
 from kag.plugins.algorithms.ppo.config import TrainConfig
 from kag.plugins.algorithms.ppo.engine import make_engine
 from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
@@ -96,6 +97,26 @@ class MetricLogger:
         plot_stage(self.path.parent, self.stage)
 
 
+class RankLogger(MetricLogger):
+    """The logger of ranks other than 0 under a launcher: rank 0 writes the step's row (kag.plugins.
+    algorithms.ppo.ranks), these write nothing."""
+
+    def __init__(self, out_dir: Path, stage: str, total: int | None = None):
+        super().__init__(out_dir, stage, tensorboard=False, total=total)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+    def check_owner(self) -> None:
+        pass
+
+    def truncate(self, step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def resolve_model_dir(path: str, role: str) -> Path:
     """A stage's output_dir (its checkpoint/ROLE) or a model directory itself."""
     p = Path(path)
@@ -114,6 +135,7 @@ class Stage:
     needs_actor = True
     needs_critic = False
     trains_actor = False
+    splits_over_ranks = False  # True: runs data-parallel under a launcher (kag.plugins.algorithms.ppo.ranks)
 
     def __init__(self, config: TrainConfig, plugins: Any | None = None):
         self.config = config
@@ -124,6 +146,9 @@ class Stage:
         self.finished = False  # saved in state.json: a later stage refuses to read an unfinished one
         self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
                                    else ("cpu" if config.device == "auto" else config.device))
+        if self.device.type == "cuda" and self.device.index is None and ranks.world() > 1:
+            self.device = torch.device("cuda", ranks.local_rank())  # one GPU per rank
+            torch.cuda.set_device(self.device)
         self.actor = self.tokenizer = self.critic = None
         self.actor_engine = self.critic_engine = None
         self._evaluations: Any = None  # kag.core.eval.remote.ExecutorEvaluations, while the stage holds workers
@@ -131,15 +156,17 @@ class Stage:
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
         cfg = self.config
+        self._check_ranks()
         self.out.mkdir(parents=True, exist_ok=True)
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
-        self.rng = random.Random(cfg.seed)
-        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.rng = random.Random(cfg.seed)  # the same on every rank: every rank draws the same tasks
+        self.generator = torch.Generator().manual_seed(cfg.seed + 7919 * ranks.rank())  # sampling: per rank
         self._check_inputs()
         old = self.out / "checkpoint.old"
-        if not self.ckpt.exists() and old.is_dir():  # killed between the two renames of save_checkpoint
+        if ranks.is_main() and not self.ckpt.exists() and old.is_dir():  # killed between save_checkpoint's renames
             old.rename(self.ckpt)
+        ranks.barrier()
         resuming = cfg.resume and (self.ckpt / "state.json").is_file()
         if resuming:
             state = json.loads((self.ckpt / "state.json").read_text())
@@ -149,9 +176,14 @@ class Stage:
                                  f"output_dir (or set run_dir)")
             self.step = int(state["step"])
             self.rng.setstate(_tuplify(state["python_rng"]))
-            self.generator.set_state(torch.tensor(state["torch_generator"], dtype=torch.uint8))
-        elif cfg.resume is False and self.ckpt.exists():
+            generators = state.get("torch_generators") or [state["torch_generator"]]
+            if len(generators) != ranks.world():
+                raise ValueError(f"{self.ckpt} was written by {len(generators)} rank(s); resume it with as many "
+                                 f"(this run has {ranks.world()}), or start afresh with resume = false")
+            self.generator.set_state(torch.tensor(generators[ranks.rank()], dtype=torch.uint8))
+        elif cfg.resume is False and self.ckpt.exists() and ranks.is_main():
             shutil.rmtree(self.ckpt)
+        ranks.barrier()
         if self.needs_actor:
             if resuming and (self.ckpt / "actor").is_dir():
                 self.actor, self.tokenizer = load_actor(str(self.ckpt / "actor"))
@@ -185,13 +217,31 @@ class Stage:
             self.critic = self.critic_engine.module
             if resuming:
                 self.critic_engine.load_optimizer(self.ckpt / "critic")
-        self.logger = MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps())
+        self.logger = (MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps()) if ranks.is_main()
+                       else RankLogger(self.out, self.name, total=self.total_steps()))
         self.logger.check_owner()
         self.logger.truncate(self.step if resuming else 0)
 
     def total_steps(self) -> int | None:
         """Steps the stage will run (for the progress line); None when only the data says."""
         return self.config.steps
+
+    def _check_ranks(self) -> None:
+        """Under a launcher with several ranks: only stages that split their work over ranks, and
+        only on an engine that averages gradients across them."""
+        cfg, n = self.config, ranks.world()
+        if n <= 1:
+            return
+        if not self.splits_over_ranks:
+            raise ValueError(f"kag train {self.name} runs in one process, and this is one of {n} ranks: start it "
+                             f"without the deepspeed/torchrun launcher (warmup and agentic split over ranks)")
+        if cfg.engine != "deepspeed":
+            raise ValueError(f"kag train {self.name} on {n} ranks needs engine = \"deepspeed\" (it averages the "
+                             f"gradients across ranks); engine = {cfg.engine!r} trains each rank alone")
+        if cfg.rollout_engine != "hf":
+            raise ValueError(f"kag train {self.name} on {n} ranks samples with the actor itself: set "
+                             f"rollout_engine = \"hf\" (a vLLM engine per rank is not supported)")
+        ranks.check_sizes(cfg.episodes_per_step, cfg.mini_batch_size, f"kag train {self.name} on {n} ranks")
 
     def _check_inputs(self) -> None:
         """Inputs wired from run_dir must be there: say which stage to run first, never start fresh."""
@@ -213,9 +263,13 @@ class Stage:
 
     def _batch_shape(self) -> dict[str, int]:
         """Micro-batch size and micro-batches per optimiser step (DeepSpeed's batch config)."""
-        cfg = self.config
-        micro = min(cfg.micro_batch_size, cfg.mini_batch_size)
-        return {"micro_batch_size": micro, "accumulation_steps": -(-cfg.mini_batch_size // micro)}
+        mini = self.local_mini_batch()
+        micro = min(self.config.micro_batch_size, mini)
+        return {"micro_batch_size": micro, "accumulation_steps": -(-mini // micro)}
+
+    def local_mini_batch(self) -> int:
+        """Episodes of one optimiser step this rank trains on (``mini_batch_size`` split over ranks)."""
+        return max(1, self.config.mini_batch_size // ranks.world()) if self.splits_over_ranks else self.config.mini_batch_size
 
     def _tokenizer_source(self, resuming: bool) -> str:
         cfg = self.config
@@ -268,6 +322,15 @@ class Stage:
             self._evaluations = ExecutorEvaluations(executor.session(cfg.env_workers, gpu=gpu), plugins)
         return self._evaluations
 
+    @property
+    def actor_forward(self) -> Any:
+        """The actor as training forwards call it: through its engine (kag.plugins.algorithms.ppo.engine)."""
+        return self.actor_engine.forward_model if self.actor_engine is not None else self.actor
+
+    @property
+    def critic_forward(self) -> Any:
+        return self.critic_engine.forward_model if self.critic_engine is not None else self.critic
+
     def close_evaluations(self) -> None:
         evaluations, self._evaluations = self._evaluations, None
         if evaluations is not None:
@@ -275,29 +338,40 @@ class Stage:
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
+        """Every rank writes its DeepSpeed shard; rank 0 the rest, then renames the folder into place."""
         tmp = self.out / "checkpoint.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
+        main = ranks.is_main()
+        if main:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir(parents=True)
+            for role, present in (("actor", self.actor is not None), ("critic", self.critic_engine is not None)):
+                if present:
+                    (tmp / role).mkdir()
+        ranks.barrier()
         if self.actor is not None:
-            (tmp / "actor").mkdir()
             if self.actor_engine is not None:
                 self.actor_engine.save(tmp / "actor", self.tokenizer)
-            else:
+            elif main:
                 self.actor.save_pretrained(tmp / "actor")
                 self.tokenizer.save_pretrained(tmp / "actor")
         if self.critic_engine is not None:
-            (tmp / "critic").mkdir()
             self.critic_engine.save(tmp / "critic", self.tokenizer)
-        state = {"step": self.step, "stage": self.name, "finished": self.finished, "python_rng": self.rng.getstate(),
-                 "torch_generator": self.generator.get_state().tolist()}
-        (tmp / "state.json").write_text(json.dumps(state))
-        old = self.out / "checkpoint.old"
-        if self.ckpt.exists():
-            self.ckpt.rename(old)
-        tmp.rename(self.ckpt)
-        if old.exists():
-            shutil.rmtree(old)
+        generators = ranks.gather(self.generator.get_state().tolist())
+        ranks.barrier()
+        if main:
+            state = {"step": self.step, "stage": self.name, "finished": self.finished,
+                     "python_rng": self.rng.getstate(), "torch_generator": generators[0]}
+            if len(generators) > 1:
+                state["torch_generators"] = generators
+            (tmp / "state.json").write_text(json.dumps(state))
+            old = self.out / "checkpoint.old"
+            if self.ckpt.exists():
+                self.ckpt.rename(old)
+            tmp.rename(self.ckpt)
+            if old.exists():
+                shutil.rmtree(old)
+        ranks.barrier()
         return self.ckpt
 
     def maybe_checkpoint(self, last: bool) -> None:
@@ -307,17 +381,20 @@ class Stage:
 
         every = self.config.save_every
         self.finished = last
-        if last or STOP.is_set() or (every and self.step % every == 0):
+        stop = ranks.any_rank(STOP.is_set()) if self.splits_over_ranks else STOP.is_set()
+        if last or stop or (every and self.step % every == 0):
             self.save_checkpoint()
-        if STOP.is_set() and not last:
+        if stop and not last:
             raise StopRequested(f"stopped after step {self.step}; checkpoint at {self.ckpt}")
 
     def run(self) -> dict[str, Any]:
         """The stage's work (``_run``); the executor's workers, if it held any, are let go however it ends."""
         try:
-            return self._run()
+            summary = self._run()
         finally:
             self.close_evaluations()
+        ranks.finish()
+        return summary
 
     def _run(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -4,8 +4,9 @@ gradients are summed across micro-batches, never averaged again."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -13,11 +14,15 @@ import torch
 class TorchEngine:
     def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float = 0.0, grad_clip: float = 1.0):
         self.module = model
+        self.forward_model = model  # what the stages call for training forwards
         self.grad_clip = grad_clip
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
 
     def backward(self, loss: torch.Tensor, last_micro: bool = True) -> None:
         loss.backward()
+
+    def generation_context(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext(self.module)
 
     def step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip)
@@ -87,13 +92,29 @@ class DeepSpeedEngine:
         import deepspeed
 
         single_process_env()
-        deepspeed.init_distributed()
+        deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
         self.config = deepspeed_config(lr, weight_decay, grad_clip, zero_stage, bf16, micro_batch_size,
                                        accumulation_steps)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, model_parameters=[p for p in model.parameters() if p.requires_grad], config=self.config)
         self.module = self.engine.module
+        # training forwards go through the engine: under ZeRO-3 a forward of the bare module keeps
+        # only the last micro-batch's gradient of an accumulated step (measured: DeepSpeed 0.19.8)
+        self.forward_model = self.engine
         self.zero_stage = zero_stage
+
+    @contextlib.contextmanager
+    def generation_context(self) -> Iterator[Any]:
+        """Sampling without collectives: under ZeRO-3 the whole model is gathered on each rank once
+        and its partitioning hooks lifted until sampling ends, so ranks whose episodes stop after
+        different numbers of tokens never wait for each other (as TRL and OpenRLHF sample)."""
+        if self.zero_stage != 3:
+            yield self.module
+            return
+        from deepspeed.runtime.zero.stage3 import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(self.engine):
+            yield self.module
 
     def backward(self, loss: torch.Tensor, last_micro: bool = True) -> None:
         self.engine.set_gradient_accumulation_boundary(last_micro)

@@ -9,6 +9,8 @@ known bug). Advantages and returns are 0 at masked positions.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 
@@ -60,8 +62,18 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> to
     return var
 
 
-def masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(x - mean) / std over the masked tokens of the whole batch; 0 at masked positions."""
-    mean = masked_mean(x, mask)
-    var = masked_var(x, mask)
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8,
+                  all_sum: Callable[[list[float]], list[float]] | None = None) -> torch.Tensor:
+    """(x - mean) / std over the masked tokens of the whole batch; 0 at masked positions.
+    ``all_sum`` (kag.plugins.algorithms.ppo.ranks.all_sum) takes the statistics over every rank's
+    part of the batch instead of this one's."""
+    if all_sum is None:
+        mean = masked_mean(x, mask)
+        var = masked_var(x, mask)
+    else:
+        m = mask.to(x.dtype)
+        total, squares, n = all_sum([float((x * m).sum()), float((x * x * m).sum()), float(m.sum())])
+        mean_f = total / max(n, 1.0)
+        var_f = max(squares / max(n, 1.0) - mean_f * mean_f, 0.0) * (n / (n - 1) if n > 1 else 1.0)
+        mean, var = torch.tensor(mean_f, dtype=x.dtype), torch.tensor(var_f, dtype=x.dtype)
     return (x - mean) * torch.rsqrt(var + eps) * mask.to(x.dtype)

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from kag.plugins.algorithms.ppo import ranks
 from kag.plugins.algorithms.ppo.base import Stage, resolve_model_dir
 from kag.plugins.algorithms.ppo.gae import compute_gae, masked_mean, masked_whiten
 from kag.plugins.algorithms.ppo.losses import (
@@ -48,7 +49,7 @@ def prepare(stage: Stage, batch: dict[str, torch.Tensor], ref: Any | None) -> di
     cfg, mask, stats = stage.config, batch["mask"], {}
     rewards = batch["rewards"].clone()
     if stage.actor is not None:
-        batch["old_logp"] = _forward_all(lambda i, a: token_logprobs(stage.actor, i, a, cfg.temperature)[0],
+        batch["old_logp"] = _forward_all(lambda i, a: token_logprobs(stage.actor_forward, i, a, cfg.temperature)[0],
                                          batch, cfg.micro_batch_size)
     if ref is not None:
         batch["ref_logp"] = _forward_all(lambda i, a: token_logprobs(ref, i, a, cfg.temperature)[0],
@@ -57,10 +58,12 @@ def prepare(stage: Stage, batch: dict[str, torch.Tensor], ref: Any | None) -> di
         stats["kl_ref"] = float(masked_mean(kl, mask))
         if cfg.kl_mode == "reward":
             rewards = rewards - cfg.kl_coef * kl
-    batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic, i, a), batch, cfg.micro_batch_size)
+    batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a), batch, cfg.micro_batch_size)
     adv, ret = compute_gae(rewards, batch["old_values"], mask, cfg.gamma, cfg.lam)
     batch["returns"] = ret
-    batch["advantages"] = masked_whiten(adv, mask) if cfg.whiten_advantages else adv
+    split = stage.splits_over_ranks and ranks.world() > 1  # each rank holds part of the step's batch
+    batch["advantages"] = (masked_whiten(adv, mask, all_sum=ranks.all_sum if split else None)
+                           if cfg.whiten_advantages else adv)
     stats["explained_variance"] = explained_variance(batch["old_values"], ret, mask)
     stats["value_mean"] = float(masked_mean(batch["old_values"], mask))
     if cfg.use_tis and "rollout_logp" in batch and "old_logp" in batch:
@@ -77,23 +80,28 @@ def _accumulate(acc: dict[str, list[float]], **kv: float) -> None:
 
 def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, update_critic: bool) -> dict[str, float]:
     """ppo_epochs passes over the batch in mini-batches; losses normalised by each mini-batch's
-    token (and sequence) count so micro-batching does not change the gradient."""
+    token (and sequence) count so micro-batching does not change the gradient. On N ranks each
+    holds 1/N of every mini-batch and divides by 1/N of the whole mini-batch's counts; DeepSpeed's
+    mean over ranks then gives the gradient one rank would compute on the whole mini-batch."""
     cfg = stage.config
     n = batch["input_ids"].shape[0]
     acc: dict[str, list[float]] = {}
     gen = torch.Generator().manual_seed(cfg.seed + stage.step)
+    split = stage.splits_over_ranks and ranks.world() > 1
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(n, generator=gen).to(batch["input_ids"].device)
-        for mb in _slices(n, cfg.mini_batch_size):
+        for mb in _slices(n, stage.local_mini_batch()):
             mb_idx = perm[mb]
             tokens = float(batch["mask"][mb_idx].sum().clamp(min=1.0))
             seqs = float((batch["mask"][mb_idx].sum(-1) > 0).sum().clamp(min=1.0))
+            if split:
+                tokens, seqs = (max(v / ranks.world(), 1e-6) for v in ranks.all_sum([tokens, seqs]))
             micro = [mb_idx[s] for s in _slices(len(mb_idx), cfg.micro_batch_size)]
             if update_actor:
                 mb_loss = 0.0
                 for j, idx in enumerate(micro):
                     sub = _sub(batch, idx)
-                    logp, ent = token_logprobs(stage.actor, sub["input_ids"], sub["attention_mask"],
+                    logp, ent = token_logprobs(stage.actor_forward, sub["input_ids"], sub["attention_mask"],
                                                cfg.temperature, with_entropy=True)
                     pl = policy_loss(logp, sub["old_logp"], sub["advantages"], sub["mask"], cfg.eps_low,
                                      cfg.eps_high, cfg.dual_clip_c, sub.get("is_weights"), cfg.loss_agg, tokens, seqs)
@@ -114,7 +122,7 @@ def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, upd
                 mb_vloss = 0.0
                 for j, idx in enumerate(micro):
                     sub = _sub(batch, idx)
-                    values = token_values(stage.critic, sub["input_ids"], sub["attention_mask"])
+                    values = token_values(stage.critic_forward, sub["input_ids"], sub["attention_mask"])
                     vl = value_loss(values, sub["old_values"], sub["returns"], sub["mask"], cfg.value_clip,
                                     cfg.loss_agg, tokens, seqs)
                     stage.critic_engine.backward(vl.loss, last_micro=j == len(micro) - 1)
@@ -153,6 +161,7 @@ class PPOStage(Stage):
     needs_critic = True
     trains_actor = True
     single_turn = False
+    splits_over_ranks = True  # each rank plays episodes_per_step / N episodes (kag.plugins.algorithms.ppo.ranks)
 
     def _reference(self) -> Any | None:
         cfg = self.config
@@ -167,18 +176,20 @@ class PPOStage(Stage):
         cfg = self.config
         ref = self._reference()
         rollout = self._rollout_engine()
-        envs = self.make_envs(cfg.episodes_per_step)
+        envs = self.make_envs(cfg.episodes_per_step // ranks.world())
         max_turns = 1 if self.single_turn else cfg.max_turns
         last: dict[str, Any] = {}
         while self.step < cfg.steps:
             t0 = time.time()
             if rollout is not None:
                 rollout.sync_weights(self.actor)  # the engine samples with this step's actor
-            tasks = envs[0].sample_tasks(cfg.episodes_per_step, self.rng)
-            trajs = run_episodes(self.actor, self.tokenizer, envs, tasks, max_turns=max_turns,
-                                 max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
-                                 temperature=cfg.temperature, generator=self.generator, env_name=cfg.environment,
-                                 sampler=rollout.sample if rollout is not None else None, env_workers=cfg.env_workers)
+            tasks = ranks.shard(envs[0].sample_tasks(cfg.episodes_per_step, self.rng))  # every rank draws all
+            with self.actor_engine.generation_context() as actor:
+                trajs = run_episodes(actor, self.tokenizer, envs, tasks, max_turns=max_turns,
+                                     max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
+                                     temperature=cfg.temperature, generator=self.generator,
+                                     env_name=cfg.environment, sampler=rollout.sample if rollout is not None else None,
+                                     env_workers=cfg.env_workers)
             t_roll = time.time() - t0
             if rollout is not None:
                 rollout.sleep()  # frees the engine's GPU memory for the update (when sleep mode is on)
@@ -188,8 +199,9 @@ class PPOStage(Stage):
             train_actor = self.step >= cfg.critic_warmup_steps
             metrics.update(update(self, batch, update_actor=train_actor, update_critic=True))
             self.step += 1
-            metrics.update(rollout_s=t_roll, step_s=time.time() - t0,
+            metrics.update(rollout_s=t_roll, step_s=time.time() - t0, episodes=len(trajs),
                            tokens_per_s=float(batch["attention_mask"].sum()) / max(time.time() - t0, 1e-9))
+            metrics = ranks.combine_metrics(metrics)  # the step's row: means over ranks, tokens/s summed
             self.logger.log(self.step, metrics)
             self.maybe_checkpoint(last=self.step >= cfg.steps)
             last = metrics

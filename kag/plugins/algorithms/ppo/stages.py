@@ -126,7 +126,7 @@ class RejectionFineTune(Stage):
             micro = _slices(len(chosen), cfg.micro_batch_size)
             for j, s in enumerate(micro):
                 sub = _sub(batch, torch.arange(s.start, s.stop, device=self.device))
-                logp, ent = token_logprobs(self.actor, sub["input_ids"], sub["attention_mask"], cfg.temperature, True)
+                logp, ent = token_logprobs(self.actor_forward, sub["input_ids"], sub["attention_mask"], cfg.temperature, True)
                 loss = agg_loss(-logp, sub["mask"], cfg.loss_agg, tokens, seqs)
                 self.actor_engine.backward(loss, last_micro=j == len(micro) - 1)
                 loss_sum += float(loss.detach())
