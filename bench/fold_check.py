@@ -25,15 +25,15 @@ def main() -> None:
     from tests.adversarial.cases import CASES
     from tests.adversarial.runner import run_case
 
-    wanted = [f"{c}-cuda" for c in args.cases.split(",")]
-    cases = [c for c in CASES if c.name in wanted]
+    wanted = args.cases.split(",")
+    cases = sorted((c for c in CASES if c.name in wanted and c.backend == "cuda"), key=lambda c: wanted.index(c.name))
     plugins = Plugins()
     rows = []
     for case in cases:
         for i in range(args.repeat):
             r = run_case(case, plugins, do_timing=True)
             cal = r.metadata.get("calibration") or {}
-            row = {"case": case.name, "try": i + 1, "reward": r.reward, "speedup_vs_eager": r.speedup_vs_eager,
+            row = {"case": f"{case.name}-cuda", "try": i + 1, "reward": r.reward, "speedup_vs_eager": r.speedup_vs_eager,
                    "candidate_ms": r.times_ms.get("candidate"), "error": (r.error or "")[:80],
                    "violations": [str(getattr(v, "detail", v))[:80] for v in r.violations],
                    **{k: cal.get(k) for k in ("window_ms", "post_ms", "post_calibrated_ms", "fold_ms",
