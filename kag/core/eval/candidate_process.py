@@ -26,11 +26,17 @@ class CandidateFailure(Exception):
         self.kind = kind
 
 
+HOST_MEMORY_CAP_BYTES = 64 << 30
+
+
 def default_host_memory_bytes() -> int:
-    """Half of this machine's RAM: what one candidate may hold in private memory before it is
-    killed as out of memory (the OOM killer would otherwise take the judge, or the machine)."""
+    """Half of this machine's RAM, at most 64 GiB: what one candidate may hold in private memory
+    before it is killed as out of memory (the OOM killer would otherwise take the judge, or the
+    machine). The cap: several candidates run at once, and on a 256 GiB host a candidate zero-filling
+    memory took longer than its check's time limit to reach half (a timeout, not "oom"); more is
+    ``EvalOptions.host_memory_gb``."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+        return min(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2, HOST_MEMORY_CAP_BYTES)
     except (ValueError, OSError):
         return 16 << 30
 

@@ -55,7 +55,7 @@ class EvalOptions:
     cache_dir: str | None = None
     use_baseline_cache: bool = True
     seed: int | None = None  # None: a secret random seed per evaluation
-    host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM
+    host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM, at most 64 GiB
     # also time the task's Model through the candidate's path and subtract what the path adds to
     # it, not the null path's cost (kag.core.eval.judge_timing). Off by default: not yet measured on a
     # GPU in its final form (bench/trust_gpu/README.md)
