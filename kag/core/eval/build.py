@@ -10,6 +10,7 @@ by every solution built with the same toolchain.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import errno
 import functools
 import hashlib
@@ -235,6 +236,12 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None
                                 text=True, errors="replace", start_new_session=True)
     except OSError as exc:
         return 127, f"{cmd[0]}: cannot run: {exc}"
+    from kag.core.eval.timing_lock import build_affinity
+
+    cores = build_affinity()  # on a GPU host: a core per GPU left to timings (nvcc's children inherit it)
+    if cores:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(proc.pid, cores)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, out

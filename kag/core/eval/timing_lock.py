@@ -12,6 +12,9 @@ held around heavy work that would slow someone else's timing (builds, a judge im
 runs alongside other heavy work, never while a timing holds or waits for the slot. Both waits are
 bounded: past the bound the phase goes on unlocked and its ``TimingConditions`` say so.
 
+On a GPU host builds keep off one core per GPU (``build_affinity``): GPUs time side by side, so
+heavy work is not held off their timings, but a launch-bound timing finds a core no build uses.
+
 ``LoadMeter`` measures what the lock cannot prevent (other users' work on the machine): the CPUs
 busy with work other than this evaluation's during the timed loops (``/proc/stat`` less the CPU
 time of the judge and its candidate), with the load average. The judge refuses to cache a baseline
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
 import tempfile
@@ -55,6 +59,37 @@ def host_slot() -> str | None:
     """The slot heavy work on this host must not overlap: the CPU's on a machine with no GPU (a
     GPU's timing needs a quiet host too, but GPUs time side by side: not serialised here)."""
     return None if os.path.exists("/dev/nvidiactl") else "cpu"
+
+
+def host_gpu_count() -> int:
+    """The host's GPUs as device files (``/dev/nvidia0``...): all of them, whatever
+    CUDA_VISIBLE_DEVICES this process was given (each GPU's timing needs its core)."""
+    try:
+        return sum(1 for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit())
+    except OSError:
+        return 0
+
+
+def build_cores(cores: list[int], gpus: int) -> set[int] | None:
+    """The cores builds may use: all but the last ``gpus`` (one kept free for each GPU's timing);
+    None (no restriction) without GPUs, or where that would leave builds fewer than 2 cores."""
+    if gpus <= 0 or len(cores) - gpus < 2:
+        return None
+    return set(sorted(cores)[: len(cores) - gpus])
+
+
+@functools.lru_cache(maxsize=1)
+def build_affinity() -> frozenset[int] | None:
+    """Where builds run on this host. GPUs time side by side, so builds are not held off their
+    timings (``host_slot``); instead they never use one core per GPU, which a launch-bound GPU
+    timing (tens of microseconds a call) then finds idle. None on a host without GPUs (there the
+    CPU's timing slot keeps builds away)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    allowed = build_cores(cores, host_gpu_count())
+    return frozenset(allowed) if allowed else None
 
 
 @attrs.define

@@ -174,3 +174,30 @@ def test_the_candidate_cannot_open_the_timing_slots(tmp_path):
     finally:
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
     assert all(v.startswith("denied") for v in found.values()), found
+
+
+def test_builds_leave_one_core_per_gpu_to_the_timings():
+    from kag.core.eval.timing_lock import build_cores
+
+    assert build_cores(list(range(16)), 2) == set(range(14))
+    assert build_cores(list(range(32)), 2) == set(range(30))
+    assert build_cores([0, 1], 0) is None  # no GPU: the CPU's timing slot keeps builds away instead
+    assert build_cores([0, 1, 2], 2) is None  # builds would be left a single core: no restriction
+
+
+def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    from kag.core.eval import build, timing_lock
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        import pytest
+
+        pytest.skip("needs 2 cores")
+    monkeypatch.setattr(timing_lock, "build_affinity", lambda: frozenset(cores[:1]))
+    probe = "import os, time; time.sleep(0.3); print(sorted(os.sched_getaffinity(0)))"
+    code, out = build._run(["sh", "-c", f"sleep 0.3; {sys.executable} -c '{probe}'"], tmp_path, 60)
+    assert code == 0, out
+    assert out.strip() == str(cores[:1])  # the grandchild, forked after the compiler started, inherits it
