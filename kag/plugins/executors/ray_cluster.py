@@ -34,6 +34,35 @@ def _import_ray() -> Any:
     return ray
 
 
+class Settled:
+    """What a job's result read from its worker means (``settle``): its outcome (None: run it again
+    on a fresh worker) and whether its worker must be replaced; ``lost`` and ``restart`` for the stats."""
+
+    def __init__(self, outcome: JobOutcome | None, replace: bool, lost: bool = False, restart: bool = False) -> None:
+        self.outcome, self.replace, self.lost, self.restart = outcome, replace, lost, restart
+
+
+def settle(read: Any, job: Job, attempts: int, worker: str, max_retries: int) -> Settled:
+    """Read a job's result (``read()``) and judge it, the same for ``map_unordered`` and sessions:
+    a lost worker costs the job a retry while ``attempts`` <= ``max_retries``; a result that cannot
+    be read fails the job only (its worker's state is not to be trusted: replaced); a value that
+    asks for it (RESTART_WORKER) gets its worker replaced."""
+    from ray.exceptions import RayActorError, RayError, WorkerCrashedError
+
+    try:
+        value, error = read()
+    except RayError as exc:
+        if not isinstance(exc, (RayActorError, WorkerCrashedError)):  # out of memory, a bad object
+            return Settled(JobOutcome(job.key, error=f"{type(exc).__name__}: {str(exc)[:500]}", attempts=attempts,
+                                      worker=worker), replace=True)
+        if attempts <= max_retries:
+            return Settled(None, replace=True, lost=True)
+        return Settled(JobOutcome(job.key, error=f"WorkerLost: its worker died {attempts} times ({type(exc).__name__})",
+                                  attempts=attempts, worker=worker), replace=True, lost=True)
+    restart = wants_restart(value)
+    return Settled(JobOutcome(job.key, value, error, attempts=attempts, worker=worker), replace=restart, restart=restart)
+
+
 class RayWorker:
     """One Ray actor: holds its GPU for the whole run, with a judge started ahead of each job."""
 
@@ -142,7 +171,6 @@ class RayExecutor:
     def map_unordered(self, jobs: Iterable[Job], workers: int | None = None, gpu: bool = False) -> Iterator[JobOutcome]:
         """Outcomes in completion order; closing the iterator (Ctrl-C) stops every worker at once."""
         ray = _import_ray()
-        from ray.exceptions import RayActorError, RayError, WorkerCrashedError
 
         pending: deque[Job] = deque(jobs)
         for job in pending:
@@ -178,28 +206,17 @@ class RayExecutor:
                     break
                 (ref,), _ = ray.wait(list(running), num_returns=1)
                 slot, job = running.pop(ref)
-                worker = f"ray:w{slot}.{generation[slot]}"
-                try:
-                    value, error = ray.get(ref)
-                except RayError as exc:  # a result that cannot be read is the job's failure, never the run's
-                    if not isinstance(exc, (RayActorError, WorkerCrashedError)):
-                        yield JobOutcome(job.key, error=f"{type(exc).__name__}: {str(exc)[:500]}",
-                                         attempts=attempts[job.key], worker=worker)
-                        self._replace(ray, actors, generation, slot, gpu)  # its state is not to be trusted
-                        continue
-                    self.stats.lost_workers += 1
+                done = settle(lambda: ray.get(ref), job, attempts[job.key], f"ray:w{slot}.{generation[slot]}",
+                              self.max_retries)
+                self.stats.lost_workers += done.lost
+                self.stats.restarted_workers += done.restart
+                if done.replace:
                     self._replace(ray, actors, generation, slot, gpu)
-                    if attempts[job.key] <= self.max_retries:
-                        self.stats.retries += 1
-                        pending.appendleft(job)
-                        continue
-                    yield JobOutcome(job.key, error=f"WorkerLost: its worker died {attempts[job.key]} times "
-                                                    f"({type(exc).__name__})", attempts=attempts[job.key], worker=worker)
+                if done.outcome is None:
+                    self.stats.retries += 1
+                    pending.appendleft(job)
                     continue
-                if wants_restart(value):
-                    self.stats.restarted_workers += 1
-                    self._replace(ray, actors, generation, slot, gpu)
-                yield JobOutcome(job.key, value, error, attempts=attempts[job.key], worker=worker)
+                yield done.outcome
         except KeyboardInterrupt:  # the same Ctrl-C reached a local cluster: the caller kills what is left
             interrupted = True
             raise
@@ -278,8 +295,6 @@ class RaySession:
             self.idle.put(slot)
 
     def call(self, job: Job) -> JobOutcome:
-        from ray.exceptions import RayActorError, RayError, WorkerCrashedError
-
         if callable(job.fn):
             raise PluginError(f"the ray executor runs jobs by name ('module:function'); job {job.key!r} has a "
                               f"callable: use the local executor")
@@ -295,29 +310,18 @@ class RaySession:
                 if self.closed:
                     return JobOutcome(job.key, error="RuntimeError: the executor session was closed", attempts=attempts)
                 actor, worker = self.actors[slot], f"ray:w{slot}.{self.generation[slot]}"
-            try:
-                value, error = self.ray.get(actor.run.remote(job.key, job.fn, dict(job.args)))
-            except RayError as exc:  # a result that cannot be read (out of memory, a bad object) fails the job only
-                if not isinstance(exc, (RayActorError, WorkerCrashedError)):
-                    self._replace(slot)  # its state is not to be trusted
-                    return JobOutcome(job.key, error=f"{type(exc).__name__}: {str(exc)[:500]}", attempts=attempts,
-                                      worker=worker)
-                with self.lock:
-                    self.stats.lost_workers += 1
-                self._replace(slot)
-                if attempts <= self.ex.max_retries:
-                    with self.lock:
-                        self.stats.retries += 1
-                    continue
-                return JobOutcome(job.key, error=f"WorkerLost: its worker died {attempts} times ({type(exc).__name__})",
-                                  attempts=attempts, worker=worker)
-            if wants_restart(value):
-                with self.lock:
-                    self.stats.restarted_workers += 1
+            done = settle(lambda: self.ray.get(actor.run.remote(job.key, job.fn, dict(job.args))), job, attempts,
+                          worker, self.ex.max_retries)
+            with self.lock:
+                self.stats.lost_workers += done.lost
+                self.stats.restarted_workers += done.restart
+                self.stats.retries += done.outcome is None
+            if done.replace:
                 self._replace(slot)
             else:
                 self.idle.put(slot)
-            return JobOutcome(job.key, value, error, attempts=attempts, worker=worker)
+            if done.outcome is not None:
+                return done.outcome
 
     def close(self) -> None:
         """The workers killed, and the local cluster stopped if this session started it."""
