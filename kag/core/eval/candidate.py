@@ -59,6 +59,34 @@ def extents(out: Any, on_cpu: bool) -> bytes:
     return COUNT.pack(len(found)) + b"".join(found)
 
 
+PLAIN_LEAVES = (type(None), bool, int, float, str)
+
+
+def plain_output(out: Any, on_cpu: bool) -> Any:
+    """A call's output as the judge takes it: tensors (exactly ``torch.Tensor``), in lists, tuples
+    and dicts, nothing else; on the CPU each one contiguous, so the judge can read it from this
+    stopped process where ``extents`` says it is. Any other object could run code when the output
+    is handed over (its ``__reduce_ex__``: work put off past the call's timer): a TypeError. The
+    judge does not rely on this check (the solution can patch this process): on the CPU it fails a
+    re-checked timed call whose output it cannot read from memory."""
+    import torch
+
+    if type(out) is torch.Tensor or type(out) is torch.nn.Parameter:
+        return out.contiguous() if on_cpu and out.device.type == "cpu" and not out.is_contiguous() else out
+    if isinstance(out, (list, tuple)):  # subclasses (torch.return_types, namedtuples) become plain ones
+        items = [plain_output(x, on_cpu) for x in out]
+        if type(out) in (list, tuple) and all(a is b for a, b in zip(items, out)):
+            return out
+        return items if isinstance(out, list) else tuple(items)
+    if isinstance(out, dict):
+        plain = {k: plain_output(v, on_cpu) for k, v in out.items()}
+        return out if type(out) is dict and all(plain[k] is v for k, v in out.items()) else plain
+    if type(out) in PLAIN_LEAVES:
+        return out
+    raise TypeError(f"ModelNew.forward returned a {type(out).__name__} in its output: outputs are tensors "
+                    f"(torch.Tensor, not a subclass or another object), or lists, tuples and dicts of them")
+
+
 def _task_and_init_inputs(spec: CandidateSpec) -> tuple[dict[str, Any], list[Any]]:
     """The task module's namespace and its ``get_init_inputs()``, seeded as the judge seeds them."""
     import torch
@@ -238,7 +266,7 @@ class Harness:
         marked = (observer.reference_range() if self.reference_calls else observer.forward_range()) \
             if observer else _null()
         with torch.no_grad(), marked:
-            out = self.forward(*self.inputs)
+            out = plain_output(self.forward(*self.inputs), self.device == "cpu")
         self.synchronize()
         self.own_times.append((self.clock() - start) * 1000.0)
         old, self.last = self.last, out

@@ -154,6 +154,12 @@ class CandidateCalls:
             raise CandidateFailure("exception", f"{phase}: the candidate handed over the output of another call")
         return reply[2], window
 
+    @staticmethod
+    def has_tensors(ref: Any) -> bool:
+        from kag.core.eval.guarding import iter_tensors
+
+        return next(iter(iter_tensors(ref)), None) is not None
+
     def outputs_as_answered(self, cand: CandidateProcess, ref: Any) -> Any:
         """On the CPU: the outputs of the last call read from the stopped candidate's memory where
         its answer said they are, so nothing it does after answering can change them (no work can
@@ -266,6 +272,13 @@ class CandidateCalls:
                     ref = self.model(*inputs)
                 del inputs
                 out = self.outputs_as_answered(cand, ref)
+                if out is None and not self.cuda and self.has_tensors(ref):
+                    # the harness makes CPU outputs plain contiguous tensors; one that is not where the
+                    # answer says could be computed when handed over (an object's __reduce_ex__)
+                    self.fail("mismatch", f"timed call {i} (one of {len(chosen)} checked in secret): its output was "
+                                          f"not in memory where the call's answer put it (not plain tensors laid out "
+                                          f"as the reference's)")
+                    return False
                 if out is None:  # on a GPU: the candidate hands them over (a measured window)
                     self.clock.synchronize()  # the judge's own work (inputs, reference) is not in the window
                     out, post_window = self.post(cand, k + 100_000, left, "timing")

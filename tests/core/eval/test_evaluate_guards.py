@@ -141,3 +141,55 @@ def test_guard_options_carry_the_tolerance_policy():
 def test_the_guards_are_built_in():
     assert set(Plugins(load_entrypoints=False).names("guard")) >= {
         "no-torch-fallback", "kernel-provenance", "no-output-reuse", "no-hidden-work", "no-tampering", "precision"}
+
+
+LATER = '''
+import sys
+import torch
+import torch.nn as nn
+from torch.multiprocessing.reductions import reduce_tensor
+
+%s
+
+
+class Later:
+    """Not a tensor: computes the output only when the output is handed over (pickled)."""
+
+    def __init__(self, x, buf):
+        self.x, self.buf = x.numpy(), buf  # numpy views taken in the call
+
+    def __reduce_ex__(self, protocol):  # numpy: no PyTorch operator runs while it is handed over
+        import numpy as np
+
+        out = self.buf[1]
+        np.maximum(self.x, 0.0, out=out)
+        out *= 2.0
+        return reduce_tensor(self.buf[0])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not hasattr(self, "buf"):
+            buf = torch.empty_like(x).share_memory_()
+            self.buf = (buf, buf.numpy())
+        return Later(x, self.buf)
+'''
+
+
+def test_an_output_object_that_works_when_handed_over_is_refused(task, tmp_path):
+    """Found by a reviewer: an object whose __reduce_ex__ computes the output at hand-over left no
+    extents to read from memory and skipped the hand-over's poisoning (2.2x eager on the CPU)."""
+    result = evaluate(task, Solution(model_new=LATER % "pass"),
+                      options(tmp_path, guards=(), do_timing=True, num_timed=12, warmup=1, static_guards=False))
+    assert not result.ok and "returned a Later in its output" in (result.error or ""), result.error
+    assert result.reward.value == -1
+
+
+def test_with_the_harness_check_patched_away_the_judge_still_reads_the_output_from_memory(task, tmp_path):
+    """The check above runs in the candidate's process, which the solution can patch; the judge does
+    not rely on it: a re-checked timed call whose output is not in memory where its answer put it fails."""
+    patch = 'sys.modules["kag.core.eval.candidate"].plain_output = lambda out, on_cpu: out  # at import'
+    result = evaluate(task, Solution(model_new=LATER % patch),
+                      options(tmp_path, guards=(), do_timing=True, num_timed=12, warmup=1, static_guards=False))
+    assert not result.ok and result.reward.value == -1, (result.error, result.times_ms)
+    assert "not in memory where the call's answer put it" in (result.error or ""), result.error
