@@ -91,6 +91,9 @@ def _stop_safely(what: str, call: Callable[[], dict[str, Any]]) -> None:
 
     previous = stop_at_safe_points(lambda: click.echo(f"kag train {what}: stopping after this step, with a checkpoint "
                                                       f"(Ctrl-C again to quit at once)", err=True))
+    launched = int(os.environ.get("WORLD_SIZE") or 1) > 1
+    if launched:  # the deepspeed launcher passes a Ctrl-C on to its ranks as SIGTERM: the same safe stop
+        previous_term = signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))
     try:
         summary = call()
     except (*USER_ERRORS, ValueError, FileNotFoundError) as exc:
@@ -101,6 +104,8 @@ def _stop_safely(what: str, call: Callable[[], dict[str, Any]]) -> None:
         interrupted(f"kag train {what}: interrupted: {why}; the same command resumes")
     finally:
         signal.signal(signal.SIGINT, previous)
+        if launched:
+            signal.signal(signal.SIGTERM, previous_term)
     if os.environ.get("RANK", "0") == "0":  # under a launcher, rank 0 speaks for every rank
         click.echo(json.dumps(summary, default=str, indent=1))
 

@@ -142,6 +142,33 @@ digits = "0123"
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [json.loads(r)["step"] for r in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
 
-    proc = _train(1, config, "steps=4")  # one rank cannot take over two ranks' generators and shards
+    (out / "checkpoint").rename(out / "checkpoint.old")  # killed between save_checkpoint's two renames
+    proc = _train(2, config, "steps=4")  # rank 0 puts it back before any rank looks for it
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [json.loads(r)["step"] for r in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+
+    proc = _train(1, config, "steps=5")  # one rank cannot take over two ranks' generators and shards
     assert proc.returncode == 2
     assert "written by 2 rank(s)" in proc.stderr
+
+
+def test_whitening_over_ranks_keeps_the_spread_under_a_large_mean():
+    import torch
+
+    from kag.plugins.algorithms.ppo.gae import masked_whiten
+
+    g = torch.Generator().manual_seed(0)
+    x = 10.0 + 0.01 * torch.randn(64, 1024, generator=g)
+    mask = (torch.rand(64, 1024, generator=g) > 0.2).float()
+    one = masked_whiten(x, mask)
+    split = masked_whiten(x, mask, all_sum=lambda values: list(values))  # one rank's sums are the totals
+    assert float((one - split).abs().max()) < 1e-3
+
+
+def test_the_recipe_refuses_to_run_on_several_ranks(tmp_path, monkeypatch):
+    from kag.plugins.algorithms.ppo.recipe import run_recipe
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="runs in one process"):
+        run_recipe({"train": {"model": "tiny"}}, "kag.toml", Plugins(load_entrypoints=False), print, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

@@ -242,6 +242,7 @@ class Stage:
             raise ValueError(f"kag train {self.name} on {n} ranks samples with the actor itself: set "
                              f"rollout_engine = \"hf\" (a vLLM engine per rank is not supported)")
         ranks.check_sizes(cfg.episodes_per_step, cfg.mini_batch_size, f"kag train {self.name} on {n} ranks")
+        ranks.init()  # before the first barrier (a resume every rank must agree on)
 
     def _check_inputs(self) -> None:
         """Inputs wired from run_dir must be there: say which stage to run first, never start fresh."""

@@ -71,9 +71,10 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8,
         mean = masked_mean(x, mask)
         var = masked_var(x, mask)
     else:
-        m = mask.to(x.dtype)
-        total, squares, n = all_sum([float((x * m).sum()), float((x * x * m).sum()), float(m.sum())])
+        m = mask.to(x.dtype)  # two passes, as masked_var (one pass loses the spread under a large mean)
+        total, n = all_sum([float((x.double() * m).sum()), float(m.sum())])
         mean_f = total / max(n, 1.0)
-        var_f = max(squares / max(n, 1.0) - mean_f * mean_f, 0.0) * (n / (n - 1) if n > 1 else 1.0)
+        (squares,) = all_sum([float((((x.double() - mean_f) ** 2) * m).sum())])
+        var_f = squares / max(n, 1.0) * (n / (n - 1) if n > 1 else 1.0)
         mean, var = torch.tensor(mean_f, dtype=x.dtype), torch.tensor(var_f, dtype=x.dtype)
     return (x - mean) * torch.rsqrt(var + eps) * mask.to(x.dtype)

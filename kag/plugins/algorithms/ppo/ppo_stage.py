@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -184,7 +185,8 @@ class PPOStage(Stage):
             if rollout is not None:
                 rollout.sync_weights(self.actor)  # the engine samples with this step's actor
             tasks = ranks.shard(envs[0].sample_tasks(cfg.episodes_per_step, self.rng))  # every rank draws all
-            with self.actor_engine.generation_context() as actor:
+            sampling = self.actor_engine.generation_context() if rollout is None else contextlib.nullcontext(self.actor)
+            with sampling as actor:  # gathered under ZeRO-3 only where the actor samples itself
                 trajs = run_episodes(actor, self.tokenizer, envs, tasks, max_turns=max_turns,
                                      max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
                                      temperature=cfg.temperature, generator=self.generator,

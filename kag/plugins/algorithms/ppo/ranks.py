@@ -45,6 +45,18 @@ def _dist() -> Any | None:
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
+def init() -> None:
+    """Join the launcher's process group (NCCL with a GPU, gloo without) before anything a rank
+    decides alone: the barriers of a stage's setup need it, and DeepSpeed reuses it."""
+    if world() <= 1:
+        return
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
 def barrier() -> None:
     dist = _dist()
     if dist is not None:

@@ -48,8 +48,13 @@ def _save_state(run_dir: Path, state: dict[str, Any]) -> None:
 def run_recipe(data: dict[str, Any], where: str, plugins: Any, echo: Callable[[str], None],
                run_dir: str | None = None) -> dict[str, Any]:
     """Run (or resume) every stage in order; returns {run_dir, stages: summaries, report}."""
+    from kag.plugins.algorithms.ppo import ranks
     from kag.plugins.algorithms.ppo.report import write_report
 
+    if ranks.world() > 1:  # collect, rft and value-pretrain run in one process
+        raise ValueError(f"kag train recipe runs in one process, and this is one of {ranks.world()} ranks: run "
+                         f"`kag train warmup` and `kag train agentic` under the launcher and the other stages "
+                         f"without it (the same config and run_dir wire them)")
     out = recipe_run_dir(data, where, run_dir)
     data = {**data, "train": {**data.get("train", {}), "run_dir": str(out)}}
     configs = {stage: train_config_from_dict(stage, data, where=where) for stage in STAGES}  # all errors first
