@@ -158,6 +158,8 @@ ATTACKS: list[Case] = [
              also=(("evaluator", "some calls only"),)),
     *_attack("skip_after_checks", BOTH, "mismatch", "", timed=True, family="skipped work",
              also=(("evaluator", "some calls only"),)),
+    # -- predicted inputs: a later timed call's inputs from an earlier one's (their seeds)
+    *_attack("seed_prediction", ("cpu",), "slow", timed=True, task=_task("cpu", "chain")),
     *_attack("lazy_output_harness", BOTH, "mismatch", "timed call", timed=True, family="skipped work",
              by_backend={"cuda": {"expect": "slow", "also": (("evaluator", "handing an output over"),)}}),
     # -- spotting the watched call: every call looks alike (the profiler is on for all, and with
