@@ -109,7 +109,9 @@ def test_recipe_runs_every_stage_and_resumes_after_ctrl_c_and_a_kill_without_mix
     os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert f"resuming at step {saved['step']}" in err or saved["step"] == 4, err[-3000:]
-    assert list(json.loads((run / "recipe.json").read_text())["finished"]) == ["warmup"]
+    # collect's two steps take a fraction of a second: on a loaded machine the kill (polled every
+    # 0.1 s) can land after collect ended, and then the stage it cuts is the next one
+    assert list(json.loads((run / "recipe.json").read_text())["finished"]) in (["warmup"], ["warmup", "collect"])
 
     # 3. the same command finishes the run: collect resumes, the rest run in order
     res = CliRunner().invoke(cli, ["train", "recipe", "--config", str(TINY_CONFIG), "--run-dir", str(run), *QUICK])
