@@ -268,9 +268,14 @@ class Stage:
         micro = min(self.config.micro_batch_size, mini)
         return {"micro_batch_size": micro, "accumulation_steps": -(-mini // micro)}
 
+    @property
+    def split(self) -> bool:
+        """Whether this rank holds a share of each step (a splitting stage among several ranks)."""
+        return self.splits_over_ranks and ranks.world() > 1
+
     def local_mini_batch(self) -> int:
         """Episodes of one optimiser step this rank trains on (``mini_batch_size`` split over ranks)."""
-        return max(1, self.config.mini_batch_size // ranks.world()) if self.splits_over_ranks else self.config.mini_batch_size
+        return max(1, self.config.mini_batch_size // ranks.world()) if self.split else self.config.mini_batch_size
 
     def _tokenizer_source(self, resuming: bool) -> str:
         cfg = self.config
@@ -382,7 +387,7 @@ class Stage:
 
         every = self.config.save_every
         self.finished = last
-        stop = ranks.any_rank(STOP.is_set()) if self.splits_over_ranks else STOP.is_set()
+        stop = ranks.any_rank(STOP.is_set()) if self.split else STOP.is_set()
         if last or stop or (every and self.step % every == 0):
             self.save_checkpoint()
         if stop and not last:

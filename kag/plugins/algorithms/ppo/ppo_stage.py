@@ -62,8 +62,7 @@ def prepare(stage: Stage, batch: dict[str, torch.Tensor], ref: Any | None) -> di
     batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a), batch, cfg.micro_batch_size)
     adv, ret = compute_gae(rewards, batch["old_values"], mask, cfg.gamma, cfg.lam)
     batch["returns"] = ret
-    split = stage.splits_over_ranks and ranks.world() > 1  # each rank holds part of the step's batch
-    batch["advantages"] = (masked_whiten(adv, mask, all_sum=ranks.all_sum if split else None)
+    batch["advantages"] = (masked_whiten(adv, mask, all_sum=ranks.all_sum if stage.split else None)
                            if cfg.whiten_advantages else adv)
     stats["explained_variance"] = explained_variance(batch["old_values"], ret, mask)
     stats["value_mean"] = float(masked_mean(batch["old_values"], mask))
@@ -88,14 +87,13 @@ def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, upd
     n = batch["input_ids"].shape[0]
     acc: dict[str, list[float]] = {}
     gen = torch.Generator().manual_seed(cfg.seed + stage.step)
-    split = stage.splits_over_ranks and ranks.world() > 1
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(n, generator=gen).to(batch["input_ids"].device)
         for mb in _slices(n, stage.local_mini_batch()):
             mb_idx = perm[mb]
             tokens = float(batch["mask"][mb_idx].sum().clamp(min=1.0))
             seqs = float((batch["mask"][mb_idx].sum(-1) > 0).sum().clamp(min=1.0))
-            if split:
+            if stage.split:
                 tokens, seqs = (max(v / ranks.world(), 1e-6) for v in ranks.all_sum([tokens, seqs]))
             micro = [mb_idx[s] for s in _slices(len(mb_idx), cfg.micro_batch_size)]
             if update_actor:
