@@ -68,6 +68,8 @@ class BuildResult:
     failed: list[str] = attrs.field(factory=list)
     warnings: list[str] = attrs.field(factory=list)  # cache entries that failed their integrity check
     evaluator_fault: bool = False  # failed for the evaluator's reasons (its disk), not the solution's
+    slot_wait_s: float = 0.0  # the compilers' wait for timings on this host's CPU to end
+    slot_quiet: bool = True  # False: that wait passed its bound and the compilers ran beside a timing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +162,10 @@ def torch_info(cache_dir: str | None = None) -> TorchInfo:
             return TorchInfo(**json.loads(data))
         except (ValueError, TypeError):
             pass
-    probed = _probe_torch()
+    from kag.core.eval.timing_lock import host_work
+
+    with host_work():  # importing torch: seconds of CPU, not beside a timing on this CPU
+        probed = _probe_torch()
     store.write(name, json.dumps(probed, indent=1).encode())
     return TorchInfo(**probed)
 
@@ -328,11 +333,13 @@ def _key(*parts: bytes | str) -> str:
 
 def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
                    cache_dir: Path | None = None, jobs: int | None = None,
-                   timeout_s: float = 180) -> BuildResult:
+                   timeout_s: float = 180, lock_dir: Path | None = None) -> BuildResult:
     """Compile ``solution`` with ``backend`` into ``out_dir/cuda_extension<EXT_SUFFIX>``.
 
     Never raises for a bad solution: compile errors, a wrong file type or a missing toolchain
-    come back as ``BuildResult(ok=False)`` with a short log.
+    come back as ``BuildResult(ok=False)`` with a short log. On a host without a GPU the compilers
+    hold the CPU's timing slot shared (``lock_dir``: its folder), whoever asked for the build (an
+    evaluation, ``kag build``, an agent's compile tool), so no timing on this CPU runs beside them.
     """
     start = time.perf_counter()
     out_dir = Path(out_dir).resolve()
@@ -342,7 +349,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
         stale.unlink()
     try:
         return _build(solution, backend, out_dir, module_path, cache_root(cache_dir).resolve(),
-                      jobs or os.cpu_count() or 1, timeout_s, start)
+                      jobs or os.cpu_count() or 1, timeout_s, start, lock_dir)
     except BuildCacheError as exc:
         return BuildResult(False, None, f"the evaluator could not build: {exc}", time.perf_counter() - start,
                            evaluator_fault=True)
@@ -356,7 +363,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
 
 
 def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,
-           jobs: int, timeout_s: float, start: float) -> BuildResult:
+           jobs: int, timeout_s: float, start: float, lock_dir: Path | None = None) -> BuildResult:
     kernels = _normalise_kernels(solution.kernels)
     fixed = {name: (skill_dir() / name).read_bytes() for name in BINDING_FILES}
     src_root, staged = out_dir / "src", out_dir / "objects"
@@ -384,12 +391,14 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     except BuildSetupError as exc:  # reported after any compile errors
         link_error, link_cmd, linked_name = str(exc), [], ""
 
+    slot: dict[str, Any] = {"wait": 0.0, "quiet": True}  # the compilers' wait for the host's timings
+
     def done(ok: bool, log: str, **lists: list[str]) -> BuildResult:
         warnings = [f"warning: the cached {name} failed its integrity check; ignored and rebuilt"
                     for name in objects.rejected + modules.rejected]
         log = "\n".join(filter(None, [log, *warnings]))
         return BuildResult(ok, str(out_dir) if ok else None, log, time.perf_counter() - start,
-                           warnings=warnings, **lists)
+                           warnings=warnings, slot_wait_s=slot["wait"], slot_quiet=slot["quiet"], **lists)
 
     module = modules.read(linked_name) if linked_name else None
     if module is not None:  # the whole module is cached: no object is needed
@@ -406,49 +415,54 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
             (staged / unit.obj).write_bytes(data)
             cached.append(unit.rel)
 
-    def compile_one(index: int, unit: _Unit) -> tuple[_Unit, int, str]:
-        tree = src_root / f"unit{index}"
-        _write_tree(tree, unit.inputs, fixed)
-        obj = staged / unit.obj
-        rc, out = _run(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir, cache),
-                       tree, timeout_s, env=tool_env(out_dir))
-        if rc == 0 and obj.exists():
-            objects.write(unit.obj, obj.read_bytes())
-        else:
-            obj.unlink(missing_ok=True)
-            out = trim_compiler_output(out, tree) if rc != -1 else out
-        return unit, rc, out
+    from kag.core.eval.timing_lock import host_work
 
-    failures: list[tuple[str, str]] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
-        for unit, rc, out in pool.map(compile_one, range(len(todo)), todo):
-            if rc == -1:
-                failures.append((unit.rel, f"{unit.rel}: error: compile {out} (the limit per file; "
-                                           f"EvalOptions.timeouts.build_s, `kag score --build-timeout`); "
-                                           f"simplify the file or split it"))
-            elif rc != 0:
-                failures.append((unit.rel, out))
-    compiled = [u.rel for u in todo]
-    if failures:
-        lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failures)
-        return done(False, _cap(lines.splitlines()), compiled=[c for c in compiled if c not in dict(failures)],
-                    cached=cached, failed=[rel for rel, _ in failures])
-    if link_error is not None:
-        return done(False, link_error, compiled=compiled, cached=cached)
+    t0 = time.perf_counter()
+    with host_work(lock_dir) as quiet:
+        slot.update(wait=round(time.perf_counter() - t0, 3), quiet=bool(quiet))
+        def compile_one(index: int, unit: _Unit) -> tuple[_Unit, int, str]:
+            tree = src_root / f"unit{index}"
+            _write_tree(tree, unit.inputs, fixed)
+            obj = staged / unit.obj
+            rc, out = _run(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir, cache),
+                           tree, timeout_s, env=tool_env(out_dir))
+            if rc == 0 and obj.exists():
+                objects.write(unit.obj, obj.read_bytes())
+            else:
+                obj.unlink(missing_ok=True)
+                out = trim_compiler_output(out, tree) if rc != -1 else out
+            return unit, rc, out
 
-    tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
-    subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
-    rc, out = _run(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, timeout_s,
-                   env=tool_env(out_dir))
-    if rc != 0 or not tmp.exists():
-        tmp.unlink(missing_ok=True)
-        msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
-        return done(False, "link failed:\n" + msg, compiled=compiled, cached=cached)
-    module = tmp.read_bytes()
-    tmp.unlink()
-    modules.write(linked_name, module)
-    _install(module, module_path)
-    return done(True, "", compiled=compiled, cached=cached)
+        failures: list[tuple[str, str]] = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
+            for unit, rc, out in pool.map(compile_one, range(len(todo)), todo):
+                if rc == -1:
+                    failures.append((unit.rel, f"{unit.rel}: error: compile {out} (the limit per file; "
+                                               f"EvalOptions.timeouts.build_s, `kag score --build-timeout`); "
+                                               f"simplify the file or split it"))
+                elif rc != 0:
+                    failures.append((unit.rel, out))
+        compiled = [u.rel for u in todo]
+        if failures:
+            lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failures)
+            return done(False, _cap(lines.splitlines()), compiled=[c for c in compiled if c not in dict(failures)],
+                        cached=cached, failed=[rel for rel, _ in failures])
+        if link_error is not None:
+            return done(False, link_error, compiled=compiled, cached=cached)
+
+        tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
+        subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
+        rc, out = _run(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, timeout_s,
+                       env=tool_env(out_dir))
+        if rc != 0 or not tmp.exists():
+            tmp.unlink(missing_ok=True)
+            msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
+            return done(False, "link failed:\n" + msg, compiled=compiled, cached=cached)
+        module = tmp.read_bytes()
+        tmp.unlink()
+        modules.write(linked_name, module)
+        _install(module, module_path)
+        return done(True, "", compiled=compiled, cached=cached)
 
 
 def _install(module: bytes, module_path: Path) -> None:

@@ -140,19 +140,23 @@ def needs_build(solution: Solution) -> bool:
 EVALUATOR_BUILD_FAULT = "the build failed for the evaluator's reasons (its disk or cache), not the solution's"
 
 
-def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOptions) -> tuple[bool, str | None, str, list[str]]:
-    """(ok, module_dir, log, notes) from kag.core.eval.build with the backend plugin."""
+def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOptions,
+          lock_dir: Path | None = None) -> tuple[bool, str | None, str, list[str], float]:
+    """(ok, module_dir, log, notes, seconds waited for the host's timings) from kag.core.eval.build
+    with the backend plugin."""
     from kag.core.eval.build import build_solution
 
     backend = plugins.create("backend", options.backend)
     res = build_solution(solution, backend, out_dir, cache_dir=Path(options.cache_dir) if options.cache_dir else None,
-                         timeout_s=options.timeouts.build_s)
+                         timeout_s=options.timeouts.build_s, lock_dir=lock_dir)
     notes = []
-    if getattr(res, "cached", None):
+    if res.cached:
         notes.append(f"build cache hits: {len(res.cached)}")
-    if getattr(res, "evaluator_fault", False):
+    if res.evaluator_fault:
         notes.append(EVALUATOR_BUILD_FAULT)
-    return bool(res.ok), res.module_dir, res.log or "", notes
+    if not res.slot_quiet:
+        notes.append("built while another evaluation was timing (the wait for its end timed out)")
+    return bool(res.ok), res.module_dir, res.log or "", notes, res.slot_wait_s
 
 
 def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str, model_new_path: str,
@@ -266,11 +270,10 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             if needs_build(solution):
                 say("building")
                 t0 = time.perf_counter()
-                with _heavy_work(pool) as quiet:  # compilers: not while an evaluation times on this CPU
-                    result.durations_s["build_wait"] = round(time.perf_counter() - t0, 3)
-                    ok, module_dir, log, notes = build(solution, plugins, tmpdir / "build", options)
-                if not quiet:
-                    notes = [*notes, "built while another evaluation was timing (the wait for its end timed out)"]
+                # the compilers hold this CPU's timing slot (kag.core.eval.build): not beside a timing
+                ok, module_dir, log, notes, wait_s = build(solution, plugins, tmpdir / "build", options,
+                                                           getattr(pool or default_pool(), "lock_dir", None))
+                result.durations_s["build_wait"] = wait_s
                 result.durations_s["build"] = round(time.perf_counter() - t0, 3)
                 result.build_log = log
                 if notes:
@@ -325,19 +328,6 @@ def single_file_solution(solution: Solution, result: EvalResult) -> tuple[Soluti
     result.metadata["converted_from"] = CONVERTED_FROM
     result.metadata["converted_files"] = sorted(converted.kernels)
     return converted, None
-
-
-def _heavy_work(pool: Any) -> Any:
-    """The host's timing slot held shared (kag.core.eval.timing_lock) where timing needs a quiet
-    CPU; yields whether it was had in time."""
-    from kag.core.eval.timing_lock import TimingSlot, host_slot
-
-    host = host_slot()
-    if host is None:
-        return contextlib.nullcontext(True)
-    from kag.core.eval.gpu_pool import default_pool
-
-    return TimingSlot(host, getattr(pool or default_pool(), "lock_dir", None)).shared()
 
 
 def _release_later(judge: Any, lease: contextlib.ExitStack) -> None:

@@ -11,7 +11,6 @@ same user cannot read its memory, environment or descriptors.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import json
@@ -259,11 +258,9 @@ def judge_main(conn: Any) -> None:
 
     mark("judge", "started")
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # no CUDA driver call before the fork
-    from kag.core.eval.timing_lock import TimingSlot, host_slot
+    from kag.core.eval.timing_lock import host_work
 
-    host = host_slot()
-    # seconds of CPU-heavy imports: not while another evaluation times on this host's CPU
-    with TimingSlot(host).shared() if host else contextlib.nullcontext():
+    with host_work():  # seconds of CPU-heavy imports: not while another evaluation times on this host's CPU
         import torch  # noqa: F401 - imported while the orchestrator builds
         import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 

@@ -29,6 +29,7 @@ import fcntl
 import functools
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,16 +79,43 @@ def build_cores(cores: list[int], gpus: int) -> set[int] | None:
     return set(sorted(cores)[: len(cores) - gpus])
 
 
+def parse_cores(text: str) -> set[int]:
+    """``0-11,14`` -> {0, ..., 11, 14} (the kernel's cpu-list format); ValueError if malformed."""
+    cores: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        first, last = int(lo), int(hi or lo)
+        if first < 0 or last < first:
+            raise ValueError(part)
+        cores.update(range(first, last + 1))
+    return cores
+
+
 @functools.lru_cache(maxsize=1)
 def build_affinity() -> frozenset[int] | None:
     """Where builds run on this host. GPUs time side by side, so builds are not held off their
     timings (``host_slot``); instead they never use one core per GPU, which a launch-bound GPU
     timing (tens of microseconds a call) then finds idle. None on a host without GPUs (there the
-    CPU's timing slot keeps builds away)."""
+    CPU's timing slot keeps builds away). ``$KAG_BUILD_CORES`` overrides it: ``all`` (no
+    restriction) or a core list such as ``0-11,14`` (a shared machine's own split)."""
     try:
         cores = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
+    chosen = os.environ.get("KAG_BUILD_CORES", "").strip()
+    if chosen == "all":
+        return None
+    if chosen:
+        try:
+            allowed = parse_cores(chosen) & set(cores)
+        except ValueError:
+            allowed = set()
+        if allowed:
+            return frozenset(allowed)
+        # a user's setting, not a solution's fault: say so once and keep the default
+        print(f"kag: KAG_BUILD_CORES={chosen!r} names none of this process's cores {cores[0]}-{cores[-1]}; "
+              "set it to 'all' or a list such as 0-11,14 (ignored: builds keep off one core per GPU)",
+              file=sys.stderr)
     allowed = build_cores(cores, host_gpu_count())
     return frozenset(allowed) if allowed else None
 
@@ -120,6 +148,13 @@ class TimingConditions:
             return (f"other work kept {self.others_cpus:.2f} of {self.cpus} CPUs busy while it was timed "
                     f"(load average {self.loadavg_1m})")
         return None
+
+
+def host_work(lock_dir: str | Path | None = None) -> contextlib.AbstractContextManager[bool]:
+    """Heavy work on this host (compilers, importing torch): ``TimingSlot.shared`` of the CPU's slot
+    on a host without a GPU (yields whether it was had in time); on a GPU host, nothing to wait for."""
+    host = host_slot()
+    return TimingSlot(host, lock_dir).shared() if host else contextlib.nullcontext(True)
 
 
 def differ(a: TimingConditions, b: TimingConditions) -> bool:

@@ -10,7 +10,6 @@ Trusted data-pipeline side: the tasks are composed from crawled seeds, not agent
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -90,13 +89,6 @@ def timing_slot(device: str) -> Any:
     return TimingSlot(slot_name(device, visible))
 
 
-def host_work() -> Any:
-    """Heavy work on this host (kag.core.eval.timing_lock.TimingSlot.shared) where timing needs a quiet CPU."""
-    from kag.core.eval.timing_lock import TimingSlot, host_slot
-
-    host = host_slot()
-    return TimingSlot(host).shared() if host else contextlib.nullcontext()
-
 
 def check_task(code: str, device: str, window_ms: tuple[float, float], compile_backend: str = "inductor",
                atol: float = 1e-3, rtol: float = 1e-3, distinct_rtol: float = 1e-3,
@@ -104,6 +96,7 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
     """Run every check on one task; raises Reject with the first failure, else returns measurements."""
     import torch
 
+    from kag.core.eval.timing_lock import host_work
     from kag.core.tasks import load_module
 
     try:

@@ -185,6 +185,32 @@ def test_builds_leave_one_core_per_gpu_to_the_timings():
     assert build_cores([0, 1, 2], 2) is None  # builds would be left a single core: no restriction
 
 
+def test_build_cores_can_be_chosen_or_left_unrestricted(monkeypatch, capsys):
+    from kag.core.eval import timing_lock
+
+    cores = list(range(16))  # a 16-core host with one GPU: the default keeps core 15 off builds
+    monkeypatch.setattr(timing_lock.os, "sched_getaffinity", lambda pid: set(cores))
+    assert timing_lock.parse_cores("0-2, 5") == {0, 1, 2, 5}
+
+    def affinity(value: str):
+        monkeypatch.setenv("KAG_BUILD_CORES", value)
+        timing_lock.build_affinity.cache_clear()
+        try:
+            return timing_lock.build_affinity()
+        finally:
+            timing_lock.build_affinity.cache_clear()
+
+    monkeypatch.setattr(timing_lock, "host_gpu_count", lambda: 1)
+    assert affinity("all") is None
+    assert affinity(f"{cores[0]},99999") == frozenset(cores[:1])  # cores this process lacks are dropped
+    default = frozenset(range(15))
+    assert affinity("") == default
+    assert affinity("4-7") == frozenset(range(4, 8))
+    assert affinity("7-3") == default and "KAG_BUILD_CORES='7-3'" in capsys.readouterr().err
+    assert affinity("99999") == default  # none of ours: the default, and a one-line warning
+    assert "none of this process's cores" in capsys.readouterr().err
+
+
 def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores(tmp_path, monkeypatch):
     import os
     import sys
@@ -201,3 +227,39 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores(tmp_path,
     code, out = build._run(["sh", "-c", f"sleep 0.3; {sys.executable} -c '{probe}'"], tmp_path, 60)
     assert code == 0, out
     assert out.strip() == str(cores[:1])  # the grandchild, forked after the compiler started, inherits it
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="a GPU host's builds do not take the CPU's slot")
+def test_every_build_waits_for_a_timing_on_this_cpu_kag_build_included(tmp_path):
+    """Not only an evaluation's build: `kag build` (and an agent's compile tool, which calls the same
+    build) must not run its compilers beside a timing (8 of them flipped a CPU verdict to reward 3)."""
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(repo), "KAG_LOCK_DIR": str(tmp_path / "locks"),
+           "KAG_CACHE_DIR": str(tmp_path / "cache")}
+
+    def cmd(example: str) -> list[str]:
+        return [sys.executable, "-m", "kag.cli.main", "build", str(repo / "examples" / example / "cpu"), "--backend",
+                "cpu", "--out", str(tmp_path / "out" / example), "--json"]
+
+    slot = TimingSlot("cpu", tmp_path / "locks")
+
+    def build_beside_a_timing(example: str) -> list[tuple[str, float]]:
+        """`kag build` asked for while this process times; the cache files it wrote before the end."""
+        before = {f for f in (tmp_path / "cache").rglob("*")}
+        with slot.exclusive() as held:
+            assert held.locked
+            build = subprocess.Popen(cmd(example), env=env, stdout=subprocess.PIPE, text=True)
+            time.sleep(4.0)  # it asks within ~1 s (Python's start)
+            released = time.time()
+        out, _ = build.communicate(timeout=300)
+        result = json.loads(out)
+        assert result["ok"] and result["slot_quiet"] and result["compiled"], result
+        written = [f for f in (tmp_path / "cache").rglob("*") if f not in before and f.suffix in (".json", ".o", ".so")]
+        assert written
+        return [(f.name, round(released - f.stat().st_mtime, 3)) for f in written if f.stat().st_mtime < released - 0.05]
+
+    assert build_beside_a_timing("sigmoid") == []  # a cold cache: importing torch for its facts waited
+    assert build_beside_a_timing("relu") == []  # torch's facts cached: the compilers waited
+    with slot.exclusive():  # a build that compiles nothing (all cached) does not wait
+        again = subprocess.run(cmd("relu"), env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(again.stdout)["cached"] and json.loads(again.stdout)["slot_wait_s"] == 0.0
