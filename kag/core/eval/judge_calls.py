@@ -298,7 +298,7 @@ class CandidateCalls:
         return True
 
     def record_timing(self, timing: Any) -> None:
-        from kag.core.eval.judge_timing import fold_threshold_s, skipped_work
+        from kag.core.eval.judge_timing import fold_threshold_s, resolution_s, skipped_work
         from kag.core.eval.timing import summarize
 
         # the timed calls' hand-overs, compared with the calibration's (made under the same profiler
@@ -318,6 +318,13 @@ class CandidateCalls:
                                           if merged.post_s and self.cal.post_s else None)
         self.report.timing["candidate"] = stats
         self.report.times_ms["candidate"] = stats.median_ms
+        floor_ms = resolution_s(self.cal) * 1e3
+        self.report.calibration["resolution_ms"] = round(floor_ms, 4)
+        if stats.median_ms < floor_ms:  # below what the path can resolve: credited at its resolution
+            self.report.times_ms["candidate"] = floor_ms
+            self.report.notes.append(f"the timed calls' median, {stats.median_ms:.4g} ms, is under what the judge's "
+                                     f"path resolves ({floor_ms:.4g} ms, a quarter of its null call): credited as "
+                                     f"{floor_ms:.4g} ms")
         self.report.timing["candidate_window"] = summarize([w * 1000.0 for w in timing.windows_s])
         if fold > 0:
             self.report.notes.append(f"handing over outputs took {fold * 1e3:.4g} ms longer than calibrated: "
@@ -366,6 +373,6 @@ class CandidateCalls:
             # for) is charged to every call but is not inside the candidate's own clock, and a loaded
             # machine makes it large for honest solutions
             fold_ms = float(self.report.calibration.get("fold_ms") or 0.0)
-            why = cross_check(own_timed, self.report.times_ms["candidate"] - fold_ms)
+            why = cross_check(own_timed, self.report.timing["candidate"].median_ms - fold_ms)
             if why:
                 self.report.violations.append({"guard": "evaluator", "detail": f"timing: {why}"})

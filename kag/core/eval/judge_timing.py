@@ -54,6 +54,11 @@ FAST_MIN_SHARE = 0.2  # a cluster: at least this share of the timed calls (and 3
 # median: fast calls on a share p < 1/2 only move it to the honest calls' (1/2 - p) / (1 - p) quantile (the
 # 37.5th at p = 0.2, within their own spread), and p >= 1/2 is what RECHECKED catches (1 - 2**-12). Lower, it
 # flagged honest ~0.1 ms kernels on a shared H100 (5 of 100 calls at 0.042 ms where checked calls took 0.103)
+RESOLUTION_SHARE = 0.25  # no call is credited as faster than this share of the path's own cost (the null
+# call's window): the path drifts between its calibration and the timed calls. On an H100 (path ~0.4 ms) an
+# honest 14 us ReLU measured 0 to 0.14 ms over 8 evaluations, and one of them, at 0.0005 ms, got 29x eager and
+# reward 3 (bench/issue19_h100). Only calls within that of the path are floored: a 1 ms eager task still
+# shows a 10x kernel as 10x on that GPU
 CROSS_CHECK_RATIO = 0.1  # its own median under a tenth of the judge's (less 50 us) is a lie: honest calls on a
 # loaded machine wait to be scheduled (the judge's window includes it, its own clock does not)
 PROBE_IDLE_FACTOR = 3.0
@@ -146,6 +151,11 @@ class CandidateTiming:
                 fold = diff
         overhead = cal.overhead_s
         return [max(w - overhead, 0.0) + fold for w in self.windows_s], fold
+
+
+def resolution_s(cal: PathCalibration) -> float:
+    """The shortest call time the judge credits: RESOLUTION_SHARE of the null path's window."""
+    return RESOLUTION_SHARE * cal.null_overhead_s
 
 
 def fold_threshold_s(calibrated_s: list[float], n: int) -> float:

@@ -8,8 +8,10 @@ import math
 import random
 import statistics
 
-from kag.core.eval.judge_timing import (FAST_MIN_SHARE, RECHECKED, CandidateTiming, PathCalibration, choose_rechecked, cross_check,
-                                   fold_threshold_s, skipped_work)
+import pytest
+
+from kag.core.eval.judge_timing import (FAST_MIN_SHARE, RECHECKED, RESOLUTION_SHARE, CandidateTiming, PathCalibration,
+                                   choose_rechecked, cross_check, fold_threshold_s, resolution_s, skipped_work)
 
 CAL = PathCalibration(null_s=[30e-6] * 50, post_s=[1e-3, 1.05e-3, 0.98e-3, 1.01e-3, 1.0e-3])
 
@@ -121,3 +123,9 @@ def test_rechecks_catch_work_on_two_of_three_calls_99_percent_of_the_time():
         caught += bool(chosen & skipped)
     assert caught / 2000 >= 0.99, caught
     assert choose_rechecked(100, False) == set() and len(choose_rechecked(5, True)) == 5
+
+
+def test_no_call_is_credited_below_a_quarter_of_the_paths_own_cost():
+    cal = PathCalibration(null_s=[400e-6, 380e-6, 420e-6])  # an H100's path: about 0.4 ms a call
+    assert RESOLUTION_SHARE == 0.25 and resolution_s(cal) == pytest.approx(100e-6)
+    assert resolution_s(PathCalibration()) == 0.0  # no calibration, no floor
