@@ -211,7 +211,7 @@ def test_build_cores_can_be_chosen_or_left_unrestricted(monkeypatch, capsys):
     assert "none of this process's cores" in capsys.readouterr().err
 
 
-def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores(tmp_path, monkeypatch):
+def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_priority(tmp_path, monkeypatch):
     import os
     import sys
 
@@ -223,10 +223,11 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores(tmp_path,
 
         pytest.skip("needs 2 cores")
     monkeypatch.setattr(timing_lock, "build_affinity", lambda: frozenset(cores[:1]))
-    probe = "import os, time; time.sleep(0.3); print(sorted(os.sched_getaffinity(0)))"
+    probe = "import os, time; time.sleep(0.3); print(sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))"
     code, out = build._run(["sh", "-c", f"sleep 0.3; {sys.executable} -c '{probe}'"], tmp_path, 60)
     assert code == 0, out
-    assert out.strip() == str(cores[:1])  # the grandchild, forked after the compiler started, inherits it
+    # the grandchild, forked after the compiler started, inherits its cores and its idle-only policy
+    assert out.strip() == f"{cores[:1]} {os.SCHED_IDLE}"
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="a GPU host's builds do not take the CPU's slot")
