@@ -223,11 +223,15 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_p
 
         pytest.skip("needs 2 cores")
     monkeypatch.setattr(timing_lock, "build_affinity", lambda: frozenset(cores[:1]))
+    monkeypatch.setattr(timing_lock, "host_slot", lambda: None)  # a GPU host: builds run beside timings
     probe = "import os, time; time.sleep(0.3); print(sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))"
     code, out = build._run(["sh", "-c", f"sleep 0.3; {sys.executable} -c '{probe}'"], tmp_path, 60)
     assert code == 0, out
     # the grandchild, forked after the compiler started, inherits its cores and its idle-only policy
     assert out.strip() == f"{cores[:1]} {os.SCHED_IDLE}"
+    monkeypatch.setattr(timing_lock, "host_slot", lambda: "cpu")  # a CPU host: builds wait for timings instead
+    code, out = build._run(["sh", "-c", f"{sys.executable} -c '{probe}'"], tmp_path, 60)
+    assert code == 0 and out.strip().endswith(f" {os.SCHED_OTHER}"), out
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="a GPU host's builds do not take the CPU's slot")
