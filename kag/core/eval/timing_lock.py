@@ -79,15 +79,16 @@ def build_cores(cores: list[int], gpus: int) -> set[int] | None:
     return set(sorted(cores)[: len(cores) - gpus])
 
 
-def parse_cores(text: str) -> set[int]:
-    """``0-11,14`` -> {0, ..., 11, 14} (the kernel's cpu-list format); ValueError if malformed."""
+def parse_cores(text: str, highest: int = 4095) -> set[int]:
+    """``0-11,14`` -> {0, ..., 11, 14} (the kernel's cpu-list format), cores above ``highest``
+    dropped; ValueError if malformed."""
     cores: set[int] = set()
     for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        first, last = int(lo), int(hi or lo)
+        lo, dash, hi = part.strip().partition("-")
+        first, last = int(lo), int(hi) if dash else int(lo)
         if first < 0 or last < first:
             raise ValueError(part)
-        cores.update(range(first, last + 1))
+        cores.update(range(first, min(last, highest) + 1))
     return cores
 
 
@@ -107,7 +108,7 @@ def build_affinity() -> frozenset[int] | None:
         return None
     if chosen:
         try:
-            allowed = parse_cores(chosen) & set(cores)
+            allowed = parse_cores(chosen, cores[-1]) & set(cores)
         except ValueError:
             allowed = set()
         if allowed:

@@ -209,6 +209,8 @@ def test_build_cores_can_be_chosen_or_left_unrestricted(monkeypatch, capsys):
     assert affinity("7-3") == default and "KAG_BUILD_CORES='7-3'" in capsys.readouterr().err
     assert affinity("99999") == default  # none of ours: the default, and a one-line warning
     assert "none of this process's cores" in capsys.readouterr().err
+    assert affinity("0-4000000000") == frozenset(cores)  # a range past the last core stops there
+    assert affinity("0-") == default and "KAG_BUILD_CORES='0-'" in capsys.readouterr().err
 
 
 def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_priority(tmp_path, monkeypatch):
@@ -268,3 +270,25 @@ def test_every_build_waits_for_a_timing_on_this_cpu_kag_build_included(tmp_path)
     with slot.exclusive():  # a build that compiles nothing (all cached) does not wait
         again = subprocess.run(cmd("relu"), env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(again.stdout)["cached"] and json.loads(again.stdout)["slot_wait_s"] == 0.0
+
+
+def test_a_compile_that_times_out_at_idle_priority_runs_once_more_at_normal_priority(tmp_path, monkeypatch):
+    """On a GPU host compilers run at SCHED_IDLE, which a busy CPU can starve past the file's limit:
+    that timeout is not the solution's until the file also times out at normal priority."""
+    import threading
+
+    from kag.core.eval import build, timing_lock
+
+    runs: list[bool] = []
+
+    def fake_run(cmd, cwd, timeout_s, env=None, idle=True):
+        runs.append(idle)
+        return (-1, "timed out") if idle else (0, "")
+
+    monkeypatch.setattr(build, "_run", fake_run)
+    slot = {"wait": 0.0, "quiet": True, "lock": threading.Lock()}
+    monkeypatch.setattr(timing_lock, "host_slot", lambda: None)  # a GPU host
+    assert build._run_compiler(["cc"], tmp_path, 1, {}, tmp_path / "locks", slot) == (0, "") and runs == [True, False]
+    runs.clear()
+    monkeypatch.setattr(timing_lock, "host_slot", lambda: "cpu")  # a CPU host: not idle, no second run
+    assert build._run_compiler(["cc"], tmp_path, 1, {}, tmp_path / "locks", slot)[0] == -1 and runs == [True]
