@@ -66,6 +66,24 @@ def test_all_stages_end_to_end(tmp_path):
     assert last["turns"] == 2.0 and "kl_ref" in last and "tis_weight_mean" in last
 
 
+def test_collect_killed_between_writing_a_steps_episodes_and_logging_it_logs_that_step_on_resume(tmp_path):
+    """The recipe test's SIGKILL once landed there: episodes 5-8 written, step 2's row and checkpoint
+    not, so the resumed run found every episode and logged steps [1] of 2."""
+    plugins = Plugins(load_entrypoints=False)
+    out, data = tmp_path / "c", tmp_path / "c" / "traj.jsonl"
+    run("collect", plugins, output_dir=str(out), data=str(data), num_episodes=8)
+    assert [r["step"] for r in metrics(out)] == [1, 2]
+    # back to the moment of the kill: the checkpoint and the metrics of step 1, the episodes of both steps
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    (out / "checkpoint" / "state.json").write_text(json.dumps({**state, "step": 1, "finished": False}))
+    (out / "metrics.jsonl").write_text((out / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+    run("collect", plugins, output_dir=str(out), data=str(data), num_episodes=8)
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2] and rows[1]["recovered"] and rows[1]["episodes"] == 8
+    assert len(data.read_text().splitlines()) == 8  # nothing collected twice
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["finished"]
+
+
 def test_rft_with_nothing_kept_says_why(tmp_path):
     plugins = Plugins(load_entrypoints=False)
     data = tmp_path / "t.jsonl"

@@ -65,6 +65,8 @@ class Collect(Stage):
             path.unlink()
         envs = self.make_envs(cfg.episodes_per_step)
         rules = rft_rules(cfg)
+        if cfg.resume:
+            self._log_steps_written_before_a_kill(path, done)
         while done < cfg.num_episodes:
             t0 = time.time()
             n = min(cfg.episodes_per_step, cfg.num_episodes - done)
@@ -93,6 +95,28 @@ class Collect(Stage):
             self.save_checkpoint()
         self.logger.close()
         return {"stage": self.name, "episodes": done, "data": str(path)}
+
+
+    def _log_steps_written_before_a_kill(self, path: Path, done: int) -> None:
+        """A run killed after it appended a step's episodes and before it logged that step (its
+        checkpoint is the step before) left episodes no metrics row counts: log their rows from the
+        file, marked ``recovered`` (no timing), so steps and episodes agree again."""
+        cfg, per = self.config, self.config.episodes_per_step
+        written = math.ceil(done / per) if done >= cfg.num_episodes else done // per  # whole steps only
+        if written <= self.step:
+            return
+        trajs = read_trajectories(path)
+        rules = rft_rules(cfg)
+        while self.step < written:
+            chunk = trajs[self.step * per:min((self.step + 1) * per, done)]
+            self.step += 1
+            kept, _ = filter_trajectories(chunk, rules)
+            batch = collate([trajectory_to_sample(t) for t in chunk], self.tokenizer.pad_token_id)
+            self.logger.log(self.step, {**batch_stats(batch), **success_rate(chunk),
+                                        "episodes": min(self.step * per, done), "kept_frac": len(kept) / len(chunk),
+                                        "recovered": True})
+        self.finished = done >= cfg.num_episodes
+        self.save_checkpoint()
 
 
 class RejectionFineTune(Stage):
