@@ -16,7 +16,8 @@ also times the task's own Model through the path, and subtracts what the path ad
 eager in the judge's process (it grows with the task's memory footprint) instead of the null
 path's cost. A call's time is its window minus the path's cost; work done when an output
 is asked for (``post`` slower than calibrated) is added to every call, since the candidate cannot
-know which outputs will be asked for. Baselines are timed the same way in the judge's own process
+know which outputs will be asked for. No call is credited below the path's resolution (a quarter of
+the null call: the path drifts between its calibration and the timed calls). Baselines are timed the same way in the judge's own process
 (wall clock around call + synchronise, minus a null call). The candidate's own clock is kept only
 as a cross-check: a report far faster than the judge's is a violation.
 
