@@ -43,6 +43,9 @@ def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | N
     return round(median(xs) * scale, digits) if xs else None
 
 
+NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it
+
+
 class CandidateCalls:
     """What the judge does with its candidate, call by call (a part of ``Judge``, which holds these)."""
 
@@ -154,29 +157,26 @@ class CandidateCalls:
             raise CandidateFailure("exception", f"{phase}: the candidate handed over the output of another call")
         return reply[2], window
 
-    @staticmethod
-    def has_tensors(ref: Any) -> bool:
-        from kag.core.eval.guarding import iter_tensors
-
-        return next(iter(iter_tensors(ref)), None) is not None
-
     def outputs_as_answered(self, cand: CandidateProcess, ref: Any) -> Any:
         """On the CPU: the outputs of the last call read from the stopped candidate's memory where
         its answer said they are, so nothing it does after answering can change them (no work can
-        be put off until the output is asked for). None when that is not possible (GPU memory, an
-        output that is not a contiguous tensor laid out as the reference's)."""
+        be put off until the output is asked for). None where there is nothing to read there (GPU
+        memory, an output with no tensor); NOT_IN_MEMORY where the answer did not put the outputs'
+        tensors there, contiguous and laid out as the reference's (the harness makes them so)."""
         import torch
 
         from kag.core.eval.guarding import iter_tensors
         from kag.core.eval.judge_inputs import replace_tensors
 
         tensors = list(iter_tensors(ref))
-        if self.cuda or not tensors or len(tensors) != len(cand.extents):
+        if self.cuda or not tensors:
             return None
+        if len(tensors) != len(cand.extents):
+            return NOT_IN_MEMORY
         read = []
         for t, (address, size) in zip(tensors, cand.extents):
             if not address or size != t.numel() * t.element_size():
-                return None
+                return NOT_IN_MEMORY
             data = bytearray(cand.read_memory(address, size))
             read.append(torch.frombuffer(data, dtype=t.dtype).reshape(t.shape))
         return replace_tensors(ref, iter(read))
@@ -272,7 +272,7 @@ class CandidateCalls:
                     ref = self.model(*inputs)
                 del inputs
                 out = self.outputs_as_answered(cand, ref)
-                if out is None and not self.cuda and self.has_tensors(ref):
+                if out is NOT_IN_MEMORY:
                     # the harness makes CPU outputs plain contiguous tensors; one that is not where the
                     # answer says could be computed when handed over (an object's __reduce_ex__)
                     self.fail("mismatch", f"timed call {i} (one of {len(chosen)} checked in secret): its output was "
@@ -298,7 +298,7 @@ class CandidateCalls:
         return True
 
     def record_timing(self, timing: Any) -> None:
-        from kag.core.eval.judge_timing import fold_threshold_s, resolution_s, skipped_work
+        from kag.core.eval.judge_timing import resolution_s, skipped_work
         from kag.core.eval.timing import summarize
 
         # the timed calls' hand-overs, compared with the calibration's (made under the same profiler
@@ -312,10 +312,10 @@ class CandidateCalls:
         estimates, fold = merged.estimates_s(self.cal)
         checked, _ = self.check_timing.estimates_s(self.cal, with_fold=False)  # a floor: never raised by a fold
         stats = summarize([e * 1000.0 for e in estimates])
+        threshold = merged.fold_threshold_s(self.cal)
         self.report.calibration.update(window_ms=median_ms(timing.windows_s), post_ms=median_ms(merged.post_s),
                                           post_calibrated_ms=median_ms(self.cal.post_s), fold_ms=round(fold * 1e3, 4),
-                                          fold_threshold_ms=round(fold_threshold_s(self.cal.post_s, len(merged.post_s)) * 1e3, 4)
-                                          if merged.post_s and self.cal.post_s else None)
+                                          fold_threshold_ms=None if threshold is None else round(threshold * 1e3, 4))
         self.report.timing["candidate"] = stats
         self.report.times_ms["candidate"] = stats.median_ms
         floor_ms = resolution_s(self.cal) * 1e3

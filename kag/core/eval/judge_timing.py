@@ -146,12 +146,18 @@ class CandidateTiming:
         hand-over work (the fold). ``with_fold=False``: the windows alone (the checks' hand-overs run
         under the profiler's kernel records, slower than calibrated for honest solutions too)."""
         fold = 0.0
-        if with_fold and self.post_s and cal.post_s:
+        threshold = self.fold_threshold_s(cal) if with_fold else None
+        if threshold is not None:
             diff = median(self.post_s) - median(cal.post_s)
-            if diff > fold_threshold_s(cal.post_s, len(self.post_s)):
+            if diff > threshold:
                 fold = diff
         overhead = cal.overhead_s
         return [max(w - overhead, 0.0) + fold for w in self.windows_s], fold
+
+    def fold_threshold_s(self, cal: PathCalibration) -> float | None:
+        """How much slower than calibrated these hand-overs may be before it counts as work; None
+        without hand-overs on both sides."""
+        return fold_threshold_s(cal.post_s, len(self.post_s)) if self.post_s and cal.post_s else None
 
 
 def resolution_s(cal: PathCalibration) -> float:

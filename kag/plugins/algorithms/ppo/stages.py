@@ -80,12 +80,9 @@ class Collect(Stage):
             append_jsonl(path, *trajs)
             done += n
             self.step += 1
-            kept, _ = filter_trajectories(trajs, rules)
-            batch = collate([trajectory_to_sample(t) for t in trajs], self.tokenizer.pad_token_id)
+            row, tokens = self._step_row(trajs, done, rules)
             step_s = time.time() - t0
-            self.logger.log(self.step, {**batch_stats(batch), **success_rate(trajs), "episodes": done,
-                                        "kept_frac": len(kept) / n, "step_s": step_s,
-                                        "tokens_per_s": float(batch["attention_mask"].sum()) / max(step_s, 1e-9)})
+            self.logger.log(self.step, {**row, "step_s": step_s, "tokens_per_s": tokens / max(step_s, 1e-9)})
             self.finished = done >= cfg.num_episodes
             self.save_checkpoint()
             if STOP.is_set() and done < cfg.num_episodes:  # Ctrl-C: the episodes so far are kept
@@ -96,6 +93,12 @@ class Collect(Stage):
         self.logger.close()
         return {"stage": self.name, "episodes": done, "data": str(path)}
 
+    def _step_row(self, trajs: list[Trajectory], done: int, rules: RftFilter) -> tuple[dict[str, Any], float]:
+        """A step's metrics from its episodes (``done``: episodes collected so far), and its tokens."""
+        kept, _ = filter_trajectories(trajs, rules)
+        batch = collate([trajectory_to_sample(t) for t in trajs], self.tokenizer.pad_token_id)
+        row = {**batch_stats(batch), **success_rate(trajs), "episodes": done, "kept_frac": len(kept) / len(trajs)}
+        return row, float(batch["attention_mask"].sum())
 
     def _log_steps_written_before_a_kill(self, path: Path, done: int) -> None:
         """A run killed after it appended a step's episodes and before it logged that step (its
@@ -110,11 +113,8 @@ class Collect(Stage):
         while self.step < written:
             chunk = trajs[self.step * per:min((self.step + 1) * per, done)]
             self.step += 1
-            kept, _ = filter_trajectories(chunk, rules)
-            batch = collate([trajectory_to_sample(t) for t in chunk], self.tokenizer.pad_token_id)
-            self.logger.log(self.step, {**batch_stats(batch), **success_rate(chunk),
-                                        "episodes": min(self.step * per, done), "kept_frac": len(kept) / len(chunk),
-                                        "recovered": True})
+            row, _ = self._step_row(chunk, min(self.step * per, done), rules)
+            self.logger.log(self.step, {**row, "recovered": True})
         self.finished = done >= cfg.num_episodes
         self.save_checkpoint()
 
