@@ -134,8 +134,9 @@ class Reward(Protocol):
 class Guard(Protocol):
     """An anti-reward-hacking check, made with the options of kag.core.eval.guarding.GuardOptions.
 
-    A guard has a ``name`` and one or both of the checks (``StaticGuard``, ``ObservationGuard``);
-    the runner calls whichever it has, and only guards with ``check_observations`` run in the judge.
+    A guard has a ``name`` and one or more of the checks (``StaticGuard``, ``BuildGuard``,
+    ``ObservationGuard``); the runner calls whichever it has, and only guards with
+    ``check_observations`` run in the judge.
     """
 
     name: str  # the guard of the Violations it reports
@@ -145,6 +146,13 @@ class Guard(Protocol):
 class StaticGuard(Guard, Protocol):
     def check_solution(self, solution: Solution, task: Task) -> list[Violation]:
         """Flags in the solution's sources, before the build."""
+
+
+@runtime_checkable
+class BuildGuard(Guard, Protocol):
+    def check_build(self, module_path: str, info: RunInfo) -> list[Violation]:
+        """Flags in the built module (its imported symbols), after the build and before any of
+        it runs; static, like ``check_solution``: off with the static guards."""
 
 
 @runtime_checkable

@@ -160,7 +160,7 @@ ATTACKS: list[Case] = [
              also=(("evaluator", "some calls only"),)),
     # -- predicted inputs: a later timed call's inputs from an earlier one's (their seeds)
     *_attack("seed_prediction", ("cpu",), "slow", timed=True, task=_task("cpu", "chain")),
-    *_attack("lazy_output_harness", BOTH, "mismatch", "timed call", timed=True, family="skipped work",
+    *_attack("lazy_output_harness", BOTH, "mismatch", "", timed=True, family="skipped work",
              by_backend={"cuda": {"expect": "slow", "also": (("evaluator", "handing an output over"),)}}),
     # -- spotting the watched call: every call looks alike (the profiler is on for all, and with
     # torch's all-threads profiling none looks watched), so the fallback runs on none or on all, seen
@@ -197,6 +197,57 @@ ATTACKS: list[Case] = [
              no_file="/tmp/kag-adversarial-outside-marker", family="writing outside its folder"),
     *_attack("write_outside_cpp", BOTH, "ok", require_output="denied", forbid_output="WROTE",
              no_file="/tmp/kag-adversarial-outside-marker", family="writing outside its folder"),
+    # issue 28: PyTorch's kernels without the dispatcher. On the CPU the judge samples where the
+    # candidate's CPU time goes (kag.core.trust.provenance); on a GPU PyTorch's CUDA kernels cannot
+    # load at all (kag.core.trust.fatbin_wall); with static guards on, the module's symbols say so first
+    *[c for name in ("aten_namespace_alias", "aten_redispatch", "aten_native", "aten_dlsym", "aten_record_off")
+      for c in _attack(name, BOTH, "no-torch-fallback", "provenance", timed=True, family="ATen's kernels unseen",
+                       also=(("no-torch-fallback", "imports"), ("no-torch-fallback", "aten::")),
+                       by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}})],
+    *_attack("aten_ctypes", BOTH, "no-torch-fallback", "provenance", timed=True, family="ATen's kernels unseen",
+             also=(("no-hidden-work", "ctypes"),),
+             by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    *_attack("harness_patch", BOTH, "no-torch-fallback", "provenance", timed=True, family="ATen's kernels unseen",
+             also=(("no-torch-fallback", "torch.relu"), ("no-tampering", "")),
+             by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    # -- kernel records and checks on every call, in a secret order: a solution that behaves for the
+    # first calls (the checks, when kernel records were taken only then) and falls back later
+    *_attack("late_aten_cpp", BOTH, "no-torch-fallback", "provenance", timed=True, family="kernel records on every call",
+             also=(("no-torch-fallback", "imports"),),
+             by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    *_attack("late_aten_ctypes", BOTH, "no-torch-fallback", "provenance", timed=True,
+             family="kernel records on every call", also=(("no-hidden-work", "ctypes"),),
+             by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    *_attack("late_fallback_python", BOTH, "no-torch-fallback", "aten::relu", timed=True,
+             family="kernel records on every call", also=(("no-torch-fallback", "torch.relu"),),
+             by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    # -- re-checks that carry no information: no budget to use up, no pause that tells
+    *_attack("skip_after_budget", BOTH, "mismatch", "", timed=True, family="re-checks that carry no information",
+             also=(("evaluator", "some calls only"),)),
+    *_attack("skip_after_pauses_cpp", BOTH, "mismatch", "", timed=True, family="re-checks that carry no information",
+             also=(("evaluator", "some calls only"), ("ok", ""))),
+    *_attack("skip_after_pauses_python", BOTH, "mismatch", "", timed=True, family="re-checks that carry no information",
+             also=(("evaluator", "some calls only"), ("ok", ""))),
+    # -- windows of many calls: calls that overlap or do each other's work
+    *_attack("overlap_streams", ("cuda",), "no-hidden-work", "", timed=True, family="calls of one window"),
+    *_attack("overlap_threads", ("cuda",), "no-hidden-work", "", timed=True, family="calls of one window",
+             also=(("mismatch", ""),)),
+    *_attack("lookahead", ("cuda",), "no-hidden-work", "", timed=True, family="calls of one window",
+             also=(("no-tampering", "gc"),)),
+    # -- kernels judged by the code that runs, not by names
+    *_attack("foreign_named_kernel", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels",
+             family="name-based allowances", also=(("no-torch-fallback", "imports"),)),
+    *_attack("foreign_named_python", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels",
+             family="name-based allowances", also=(("no-torch-fallback", "torch.relu"),)),
+    *_attack("foreign_named_ctypes", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels",
+             family="name-based allowances", also=(("no-hidden-work", "ctypes"),)),
+    # -- the candidate's system calls: an allow-list (libseccomp)
+    *_attack("syscall_table", BOTH, "ok", require_output="REFUSED-ALL", forbid_output="ALLOWED:",
+             family="the allow-list sandbox"),
+    *_attack("syscall_table_ctypes", BOTH, "ok", require_output="REFUSED-ALL", forbid_output="ALLOWED:",
+             family="the allow-list sandbox", also=(("no-hidden-work", "ctypes"),)),
+    *_attack("syscall_table_python", BOTH, "ok", require_output="REFUSED-ALL", forbid_output="ALLOWED:",
+             family="the allow-list sandbox", also=(("no-hidden-work", ""),)),
 ]
 
 

@@ -5,23 +5,29 @@ its own PID and network namespaces where the machine allows) and drives it. Noth
 believed: it never sees reference outputs or the seed, it never times itself for the verdict (the
 judge's clock does, kag.core.eval.judge_timing), and the judge stops it (SIGSTOP) whenever it is not
 inside a window the judge measures. What it reports (outputs, observations) is checked or used
-only as a policy signal.
+only as a policy signal. On a GPU, before any solution code exists here, PyTorch's own CUDA kernels
+are made unloadable (kag.core.trust.fatbin_wall): a fallback to them fails, whoever calls them.
 
-Protocol. The judge rings a doorbell (an 8-byte word on the ``go`` pipe: op in the low byte, an
-argument above it); the candidate answers on the ``done`` pipe (the same word) or, for messages,
-on the control channel:
-- ``OP_CALL i``: run forward on the input buffer, synchronise the device, ring done. Every call,
-  checked or timed, is this same path.
-- ``OP_NULL i``: the same path with nothing to run but, on a GPU, one one-element kernel of the
-  harness's (the judge's calibration, before model_new.py exists in this process): any call that
-  leaves an output on the GPU has the GPU switch from the judge's context to this one and back,
-  and that switch is part of the path, not of the solution's time.
-- ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler,
-  seccomp), ``dummy`` (outputs to calibrate ``post`` with), ``reference`` / ``drop`` (the task's
-  Model as what a call runs, to calibrate the path with; then gone), ``spec`` (import model_new, build
-  ModelNew), ``state`` (reference weights, as bytes), ``buffers`` (allocate the inputs and share
-  them with the judge, which fills them), ``observe`` (start the profiler), ``post`` (hand over the
-  last call's output), ``finish`` (stop the profiler, report), ``exit``.
+The same harness, unconfined, runs the baselines in a second child of the judge (the baseline
+runner: trusted code only, the task's ``Model`` eager or compiled), so that eager, torch.compile and
+the candidate are timed through one path: the same process kind, doorbell, windows and staging.
+
+Protocol. The judge rings a doorbell (an 8-byte word on the ``go`` pipe: op in the low byte, the
+number of calls ``k`` in the next 24 bits, a serial above); the candidate answers on the ``done``
+pipe (the same word, then where its outputs are) or, for messages, on the control channel:
+- ``OP_BATCH k``: a window of ``k`` calls of forward, back to back, call ``j`` on staged input set
+  ``j`` (each filled by the judge with fresh inputs before the window), every output kept until the
+  next window; then synchronise the device and ring done. A correctness check, a warm-up call and a
+  timed call are all calls of some window: nothing tells them apart.
+- ``OP_NULL``: the path of a window with nothing to run but, on a GPU, one fill kernel of the
+  harness's (the GPU's switch from the judge's context to this one is the path's, not the solution's).
+- ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler, the
+  fatbin wall, seccomp), ``dummy`` (an output to calibrate ``post`` with), ``baseline`` (runner
+  only: the task's Model, eager or compiled, as what a call runs), ``spec`` (import model_new, build
+  ModelNew), ``state`` (reference weights, as bytes), ``buffers`` (allocate input sets and share them
+  with the judge, which fills them), ``observe`` (start the profiler), ``post`` (hand one output of
+  the last window over), ``poison`` (fill memory the size of the outputs with a pattern), ``drop``,
+  ``finish`` (stop the profiler, report), ``exit``.
 Any failure -> ``("error", kind, message)``.
 """
 
@@ -39,23 +45,26 @@ from kag.core.eval.spec import CandidateSpec
 from kag.core.records import from_dict
 from kag.core.trace import mark
 
-OP_CALL, OP_NULL, OP_MSG = 1, 2, 3
+OP_BATCH, OP_NULL, OP_MSG = 1, 2, 3
 WORD = struct.Struct("<Q")
 COUNT = struct.Struct("<I")
 EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory
 SPIN_S = 0.002  # how long to poll the doorbell before sleeping on it
+MAX_CALLS = (1 << 24) - 1  # calls in one window (the word's field)
 
 
-def extents(out: Any, on_cpu: bool) -> bytes:
-    """The done message's tail: where each output tensor's bytes are (CPU, contiguous), so the
-    judge reads them from this stopped process instead of asking it for them later."""
+def extents(outs: list[Any], on_cpu: bool) -> bytes:
+    """The done message's tail: where each output tensor's bytes are (CPU, contiguous), for the
+    window's outputs in order, so the judge reads them from this stopped process instead of asking
+    it for them later."""
     from kag.core.eval.guarding import iter_tensors
 
     found = []
     if on_cpu:
-        for t in iter_tensors(out):
-            ok = t.device.type == "cpu" and t.is_contiguous()
-            found.append(EXTENT.pack(t.data_ptr() if ok else 0, t.numel() * t.element_size() if ok else 0))
+        for out in outs:
+            for t in iter_tensors(out):
+                ok = t.device.type == "cpu" and t.is_contiguous()
+                found.append(EXTENT.pack(t.data_ptr() if ok else 0, t.numel() * t.element_size() if ok else 0))
     return COUNT.pack(len(found)) + b"".join(found)
 
 
@@ -98,13 +107,16 @@ def _task_and_init_inputs(spec: CandidateSpec) -> tuple[dict[str, Any], list[Any
     return ns, ns["get_init_inputs"]()
 
 
-def pack(op: int, arg: int = 0) -> bytes:
-    return WORD.pack(op | (arg << 8))
+def pack(op: int, calls: int = 0, serial: int = 0) -> bytes:
+    if not 0 <= calls <= MAX_CALLS:
+        raise ValueError(f"a window holds at most {MAX_CALLS} calls")
+    return WORD.pack(op | (calls << 8) | ((serial & 0xFFFFFFFF) << 32))
 
 
 def unpack(data: bytes) -> tuple[int, int]:
+    """(op, calls) of a doorbell word."""
     word = WORD.unpack(data)[0]
-    return word & 0xFF, word >> 8
+    return word & 0xFF, (word >> 8) & MAX_CALLS
 
 
 def classify_exception(exc: BaseException) -> str:
@@ -205,16 +217,15 @@ class Harness:
         self.device = "cpu"
         self.synchronize = lambda: None
         self.forward: Any = None
-        self.inputs: list[Any] = []
-        self.last: Any = None
+        self.sets: list[list[Any]] = []  # staged input sets: call j of a window runs on set j
+        self.outputs: list[Any] = []  # the last window's outputs, kept until the next window
         self.observer: Any = None
         self.observations: Any = None  # the counts of the sessions that ended
         self.snapshot: dict[str, Any] = {}
-        self.own_times: list[float] = []
+        self.own_times: list[float] = []  # ms per call of each window, on this process's clock
         self.model: Any = None
-        self.shapes: list[Any] = []  # of the last outputs: poisoned before the next call
-        self.null_work: Any = None  # on a GPU: the one-element tensor a null call adds to
-        self.reference_calls = False  # calls run the task's Model (path calibration), not ModelNew
+        self.null_work: Any = None  # on a GPU: the one-element tensor a null window fills
+        self.baseline_calls = False  # the runner: calls run the task's Model, not ModelNew
 
     # -- channel --------------------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -231,17 +242,17 @@ class Harness:
         try:
             while True:
                 word = _read_exact(self.go_fd, WORD.size)
-                op, arg = unpack(word)
-                if op == OP_CALL:
-                    phase = f"call {arg}"
-                    self.call(word)
-                elif op == OP_NULL:  # the path of a call, with nothing in it
+                op, calls = unpack(word)
+                if op == OP_BATCH:
+                    phase = f"a window of {calls} calls"
+                    self.batch(word, calls)
+                elif op == OP_NULL:  # the path of a window, with nothing in it
                     if self.null_work is not None:  # the harness's, outside the range: not an op of forward
-                        self.null_work.add_(1)
+                        self.null_work.fill_(1.0)
                     with self.observer.forward_range(count=False) if self.observer else _null():
                         pass
                     self.synchronize()
-                    self.ring_done(word + extents((), True))
+                    self.ring_done(word + extents([], True))
                 elif op == OP_MSG:
                     msg = self.ctrl.recv()
                     phase = str(msg[0])
@@ -258,42 +269,50 @@ class Harness:
             except Exception:  # noqa: BLE001 - the channel is gone; the judge sees the exit
                 pass
 
-    def call(self, word: bytes) -> None:
+    def batch(self, word: bytes, calls: int) -> None:
+        """``calls`` calls of forward back to back on the staged input sets, outputs kept; one
+        synchronise at the end. The last window's outputs are dropped first (their memory goes back
+        to the allocator, as a baseline's outputs do)."""
         import torch
 
+        if calls > len(self.sets):
+            raise RuntimeError(f"protocol: a window of {calls} calls but {len(self.sets)} input sets")
+        self.outputs = []
+        on_cpu = self.device == "cpu"
+        observer, forward, sets = self.observer, self.forward, self.sets
+        outs = []
         start = self.clock()
-        observer = self.observer
-        marked = (observer.reference_range() if self.reference_calls else observer.forward_range()) \
-            if observer else _null()
-        with torch.no_grad(), marked:
-            out = plain_output(self.forward(*self.inputs), self.device == "cpu")
-        self.synchronize()
-        self.own_times.append((self.clock() - start) * 1000.0)
-        old, self.last = self.last, out
-        self.ring_done(word + extents(out, self.device == "cpu"))
-        del old  # the previous output is freed after the answer, as a baseline's is after its timer
+        with torch.no_grad(), (observer.window_range() if observer else _null()):
+            for j in range(calls):
+                with (observer.forward_range() if observer else _null()):
+                    outs.append(plain_output(forward(*sets[j]), on_cpu))
+            self.synchronize()
+        self.own_times.append((self.clock() - start) * 1000.0 / max(calls, 1))
+        self.outputs = outs
+        self.ring_done(word + extents(outs, on_cpu))
 
     def handle(self, op: str, arg: Any) -> bool | None:
         if op == "prepare":
             self.prepare(arg)
         elif op == "dummy":  # calibration: an output like the reference's, or none
-            self.last = allocate(arg) if arg is not None else None
-            self.shapes = []
+            self.outputs = [allocate(arg)] if arg is not None else []
             self.send(("dummy", None))
-        elif op == "reference":  # calibration: the task's own Model on the path a call takes
-            self.load_reference(from_dict(CandidateSpec, arg))
-        elif op == "drop":  # ... and gone again before model_new.py is imported
-            self.model = self.forward = self.last = None
-            self.reference_calls = False
+        elif op == "baseline":  # the runner: the task's Model, eager or compiled, as what a call runs
+            self.load_baseline(arg)
+        elif op == "drop":  # the runner: the baseline and its inputs gone (its context stays)
+            self.model = self.forward = None
+            self.outputs, self.sets = [], []
             self.own_times.clear()
+            _free_device(self.device)
             self.send(("dropped", None))
         elif op == "spec":
             self.load(from_dict(CandidateSpec, arg))
         elif op == "state":
             self.load_state(arg)
-        elif op == "buffers":
-            self.inputs = list(allocate(arg, fill=False))
-            self.send(("buffers", self.inputs))
+        elif op == "buffers":  # more input sets: the window's calls run on them
+            fresh = [list(allocate(arg["descr"], fill=False)) for _ in range(int(arg["count"]))]
+            self.sets.extend(fresh)
+            self.send(("buffers", fresh))
         elif op == "observe":  # a new session (the running one's counts are kept)
             from kag.core.eval.observe import CallObserver
 
@@ -303,6 +322,8 @@ class Harness:
             self.send(("observing", None))
         elif op == "post":
             self.post(arg)
+        elif op == "poison":
+            self.poison()
         elif op == "finish":
             self.finish()
         elif op == "exit":
@@ -317,51 +338,66 @@ class Harness:
     # -- phases ---------------------------------------------------------------------------------
     def prepare(self, arg: dict[str, Any]) -> None:
         """Device and profiler start-up before any solution code (paid while the judge loads the
-        reference), then seccomp: from here on no process can be created or traced."""
+        reference); then, for a candidate on a GPU, the fatbin wall (PyTorch's own CUDA kernels made
+        unloadable, the harness's fills loaded first); then seccomp: from here on no process can be
+        created or traced."""
         import torch
 
         os.environ.update({str(k): str(v) for k, v in (arg.get("env") or {}).items()})
         self.device = arg["device"]
         self.clock = time.perf_counter
+        layers = list(self.layers)
         if self.device.startswith("cuda"):
+            from kag.core.trust import fatbin_wall
+
             mark("candidate", "preparing the device")
             torch.cuda.init()
             torch.empty(1, device=self.device)
             self.synchronize = torch.cuda.synchronize
             self.null_work = torch.zeros(1, device=self.device)
             mark("candidate", "CUDA context made")
+            fatbin_wall.preload(self.device)  # the kernels the harness and ModelNew's construction may use
             try:
                 from torch.profiler import ProfilerActivity, profile
 
                 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-                    torch.ones(1, device=self.device).add_(1)
+                    torch.ones(1, device=self.device).fill_(2.0)
                 torch.cuda.synchronize()
             except Exception:  # noqa: BLE001 - the observer reports its own failure later
                 pass
+            wall = arg.get("wall")
+            if wall is not None:
+                walled = fatbin_wall.raise_wall(allow_cublas=bool(wall.get("allow_cublas", True)),
+                                                allow_cudnn=bool(wall.get("allow_cudnn", True)))
+                layers.append(f"fatbin wall ({len(walled)} libraries)")
         mark("candidate", "profiler warmed up")
         try:
             import torch._dynamo  # noqa: F401 - before the identity snapshot (it patches manual_seed)
         except ImportError:
             pass
-        layers = list(self.layers)
         if arg.get("seccomp"):
             from kag.core.trust.confine import apply_seccomp
 
             try:
-                apply_seccomp(no_exec=True, no_fork=True, own_pid=os.getpid())
-                layers.append("seccomp")
+                layers.append(apply_seccomp(no_exec=True, no_fork=True, own_pid=os.getpid()))
             except Exception as exc:  # noqa: BLE001 - the judge reports what is active
                 layers.append(f"seccomp failed: {exc}")
         mark("candidate", "device, profiler and seccomp ready")
         self.send(("prepared", {"pid": os.getpid(), "layers": layers}))
 
-    def load_reference(self, spec: CandidateSpec) -> None:
-        """The task's Model, built as the judge builds it, as what a call runs (no solution code
-        exists in this process yet)."""
+    def load_baseline(self, arg: dict[str, Any]) -> None:
+        """The runner: the task's Model, built as the judge builds it, prepared by the baseline
+        plugin (torch.compile compiles at its first call, in a warm-up window)."""
+        from kag.core.trust.procs import rebuild_plugins
+
+        spec = from_dict(CandidateSpec, arg["spec"])
         ns, init_inputs = _task_and_init_inputs(spec)
-        self.model = self.forward = self._construct(ns["Model"], init_inputs, spec.init_seed)
-        self.reference_calls = True
-        self.send(("reference", None))
+        model = self._construct(ns["Model"], init_inputs, spec.init_seed)
+        plugins = rebuild_plugins(arg.get("plugin_selection") or {}, arg.get("plugin_builtins") or [])
+        self.model = model
+        self.forward = plugins.create("baseline", arg["name"], mode=arg.get("mode")).prepare(model)
+        self.baseline_calls = True
+        self.send(("baseline", None))
 
     def load(self, spec: CandidateSpec) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""
@@ -399,18 +435,24 @@ class Harness:
         self.send(("loaded", info))
 
     def post(self, arg: dict[str, Any]) -> None:
-        """After a call: poison memory the size of its output (while the output itself is held,
-        so the next output will likely get poisoned memory, and an output never written shows
-        it), then hand the output over if asked. Nothing runs after the reply."""
+        """Hand output ``index`` of the last window over. Nothing runs after the reply."""
+        with self.observer.post_range() if self.observer else _null():
+            index = int(arg.get("index", 0))
+            out = self.outputs[index] if 0 <= index < len(self.outputs) else None
+            self.send(("post", arg.get("call"), out if arg.get("send") else None))
+
+    def poison(self) -> None:
+        """Fill memory the size of the last window's outputs with a pattern while they are held,
+        so the next window's outputs likely get poisoned memory and an output never written shows
+        it (a courtesy: the judge compares outputs on inputs they could not have seen)."""
         from kag.core.eval.guarding import iter_tensors, poison_shapes, tensor_shapes
 
         with self.observer.post_range() if self.observer else _null():
-            if self.last is not None:
-                self.shapes = tensor_shapes(iter_tensors(self.last))
-            if self.shapes and arg.get("poison", True):
-                poison_shapes(self.shapes)
+            shapes = tensor_shapes(t for out in self.outputs[:2] for t in iter_tensors(out))
+            if shapes:
+                poison_shapes(shapes)
                 self.synchronize()
-            self.send(("post", arg.get("call"), self.last if arg.get("send") else None))
+            self.send(("poisoned", None))
 
     def collect(self) -> None:
         """Stop the running session, if any, and keep its counts."""
@@ -443,6 +485,20 @@ class Harness:
         self.send(("finished", {"observations": to_dict(obs), "own_times_ms": self.own_times, "peak_memory_mb": peak}))
 
 
+def _free_device(device: str) -> None:
+    import gc
+
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+        try:
+            torch._dynamo.reset()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 class _null:
     def __enter__(self) -> None:
         return None
@@ -452,7 +508,8 @@ class _null:
 
 
 def candidate_main(ctrl: Any, go_fd: int, done_fd: int, output_fifo: str | None, plan: Any) -> None:
-    """Entry point of the forked candidate: confine (while still one thread), then serve."""
+    """Entry point of the forked candidate (or, with no plan, the baseline runner): confine (while
+    still one thread), then serve."""
     from kag.core.eval.channel import redirect_output
     from kag.core.trust.procs import die_with_parent
 

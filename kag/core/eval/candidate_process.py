@@ -4,8 +4,9 @@ with the judge's own clock, stop it between calls, read its replies through the 
 Trusted side. The candidate runs only inside windows the judge measures: it is resumed (SIGCONT)
 right before a request and stopped (SIGSTOP, confirmed with waitpid) right after the reply and,
 on a GPU, after a probe kernel of the judge's has seen the GPU idle (so work it left queued runs
-inside the window too). A call's window is ``call``'s return value; kag.core.eval.judge_timing turns
-windows into times.
+inside the window too). A window of calls is ``window``'s return value; kag.core.eval.judge_timing
+turns windows into times. The same handle drives the baseline runner (a child of the same kind,
+unconfined, running only the task's own Model), so both sides are timed through one path.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import signal
 import time
 from typing import Any, Callable
 
-from kag.core.eval.candidate import COUNT, EXTENT, OP_CALL, OP_MSG, OP_NULL, WORD, pack
+from kag.core.eval.candidate import COUNT, EXTENT, OP_BATCH, OP_MSG, OP_NULL, WORD, pack
 from kag.core.trust.isolation import ABORT_STATUS
 
 
@@ -107,7 +108,9 @@ class CandidateProcess:
         from kag.core.trust.isolation import descendants
 
         self._preexisting = set(descendants(os.getpid()))  # our other children: not the candidate's
+        self.spare: set[int] = set()  # processes forked after it that its sweep must spare (the baseline runner)
         self.pid, self.pid_namespace = fork_in_namespace(run_child, bool(plan and plan.namespaces))
+        self.serial = 0  # of the doorbell words (each window's answer must echo its own)
         child.close()
         os.close(go_r)
         os.close(done_w)
@@ -182,7 +185,7 @@ class CandidateProcess:
                     pass
         self.join(timeout=10)
         if not self.pid_namespace:  # no namespace to take its processes down: find them (the judge
-            sweep_descendants(os.getpid(), spare=self._preexisting)  # is their subreaper)
+            sweep_descendants(os.getpid(), spare=self._preexisting | self.spare)  # is their subreaper)
 
     def close(self, grace_s: float = 5.0) -> None:
         if self.exitcode is None and self.is_alive():
@@ -205,18 +208,23 @@ class CandidateProcess:
         self.conn.close()
 
     # -- the doorbell ---------------------------------------------------------------------------
-    def ring(self, op: int, arg: int = 0) -> bytes:
-        word = pack(op, arg)
+    def ring(self, op: int, calls: int = 0) -> bytes:
+        self.serial += 1
+        word = pack(op, calls, self.serial)
         try:
             os.write(self.go_w, word)
         except OSError:
             raise self._closed("while being called") from None
         return word
 
-    def wait_done(self, word: bytes, timeout_s: float, phase: str) -> None:
+    def wait_done(self, word: bytes, timeout_s: float, phase: str,
+                  sampler: Callable[[], float | None] | None = None) -> None:
         """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise),
-        with where its outputs are (``self.extents``: (address, bytes) per output tensor)."""
+        with where its outputs are (``self.extents``: (address, bytes) per output tensor).
+        ``sampler``, if given, is called while waiting and returns how long to wait before its next
+        call (None: no more)."""
         deadline = time.monotonic() + timeout_s
+        next_sample = time.perf_counter() + (sampler() or 0.0) if sampler is not None else None
         got = b""
         need = WORD.size + COUNT.size
         while True:
@@ -239,8 +247,12 @@ class CandidateProcess:
             if self.conn.poll(0):  # an error report instead of done
                 self.receive(1.0, phase)
                 raise CandidateFailure("exception", f"{phase}: unexpected message from the candidate")
+            if next_sample is not None and sampler is not None and time.perf_counter() >= next_sample:
+                wait = sampler()
+                next_sample = None if wait is None else time.perf_counter() + wait
             if not self.spin:
-                select.select([self.done_r, self.conn], [], [], 0.05)
+                pause = 0.05 if next_sample is None else max(0.0, min(0.05, next_sample - time.perf_counter()))
+                select.select([self.done_r, self.conn], [], [], pause)
             if time.monotonic() > deadline or not self._alive_and_within_memory(phase):
                 if time.monotonic() > deadline:
                     self.kill()
@@ -248,14 +260,16 @@ class CandidateProcess:
                                                       f"the candidate process was killed")
                 raise self._closed(f"during {phase}")
 
-    def call(self, index: int, timeout_s: float, phase: str, null: bool = False) -> float:
-        """One call of forward (or the null path), resumed before and stopped after; returns its
-        window in seconds on the judge's clock: from the doorbell to the reply and the stop, and on
-        a GPU to the moment the judge's probe sees the GPU idle (the work it left queued)."""
+    def window(self, calls: int, timeout_s: float, phase: str, null: bool = False,
+               sampler: Callable[[], float | None] | None = None) -> float:
+        """``calls`` calls of forward back to back (or the null path), resumed before and stopped
+        after; returns the window in seconds on the judge's clock: from the doorbell to the reply
+        and the stop, and on a GPU to the moment the judge's probe sees the GPU idle (the work it
+        left queued). ``sampler``: see ``wait_done``."""
         self.resume()
         t0 = time.perf_counter()
-        word = self.ring(OP_NULL if null else OP_CALL, index)
-        self.wait_done(word, timeout_s, phase)
+        word = self.ring(OP_NULL if null else OP_BATCH, 0 if null else calls)
+        self.wait_done(word, timeout_s, phase, sampler)
         self.stop(confirm=False)  # first: nothing can be launched after the answer
         if self.probe is not None:
             self.probe(timeout_s)

@@ -56,10 +56,6 @@ class EvalOptions:
     use_baseline_cache: bool = True
     seed: int | None = None  # None: a secret random seed per evaluation
     host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM, at most 64 GiB
-    # also time the task's Model through the candidate's path and subtract what the path adds to
-    # it, not the null path's cost (kag.core.eval.judge_timing). Off by default: not yet measured on a
-    # GPU in its final form (bench/trust_gpu/README.md)
-    reference_calibration: bool = False
 
 
 def backend_device(backend: str, plugins: Plugins | None = None) -> str:
@@ -110,6 +106,25 @@ def static_violations(task: Task, solution: Solution, plugins: Plugins, names: t
         if callable(getattr(guard, "check_observations", None)):
             runtime.append(name)
     return found, runtime
+
+
+def build_violations(plugins: Plugins, options: EvalOptions, guard_opts: dict[str, Any],
+                     module_dir: str | None) -> list[Violation]:
+    """Every selected guard's ``check_build`` on the built module (its imported symbols)."""
+    from kag.core.eval.guarding import RunInfo
+
+    path = extension_path(module_dir)
+    if path is None:
+        return []
+    info = RunInfo(device=backend_device(options.backend, plugins), extension_path=path,
+                   allow_cublas=bool(guard_opts.get("allow_cublas", True)), allow_cudnn=bool(guard_opts.get("allow_cudnn", True)))
+    found: list[Violation] = []
+    for name in plugins.selected_all("guard") if options.guards is None else options.guards:
+        check = getattr(plugins.create("guard", name, **guard_opts), "check_build", None)
+        if callable(check):
+            for v in check(path, info) or []:
+                found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
+    return found
 
 
 def write_kernels(solution: Solution, solution_dir: Path) -> None:
@@ -178,7 +193,6 @@ def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str,
         plugin_selection=plugins.names_selected(), plugin_builtins=_guard_builtins(plugins, runtime_guards),
         extension_path=extension_path(module_dir),
         host_memory_bytes=int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
-        reference_calibration=options.reference_calibration,
     )
 
 
@@ -284,6 +298,12 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                         result.metadata["judge_error"] = True
                     return _finish(result, plugins, options, start)
             result.compiled = True
+            built = build_violations(plugins, options, guard_opts, module_dir) if options.static_guards else []
+            if built:
+                result.violations = built
+                result.error_kind = "guard"
+                result.error = "; ".join(f"{v.guard}: {v.detail}" for v in built)
+                return _finish(result, plugins, options, start)
             spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
                                guard_opts)
             judge = judge or take_judge()

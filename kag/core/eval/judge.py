@@ -1,12 +1,14 @@
 """The trusted judge: a spawned process that owns the reference, the seeds, the clock and the verdict.
 
-It loads the task, builds ``Model`` under a fixed seed and times the baselines before any candidate
-code exists. Its candidate process (forked at start, confined: kag.core.trust.isolation) then imports the
-solution; the judge calibrates the candidate's call path first, sends the weights, and drives every
-call itself: correctness checks on fresh secret inputs compared here (reference outputs never leave
-this process), timed calls measured on this process's clock (kag.core.eval.judge_timing), outputs of
-secretly chosen timed calls compared as they happen. The judge is not dumpable, so a process of the
-same user cannot read its memory, environment or descriptors.
+It loads the task and builds ``Model`` under a fixed seed. It forks two children at start, before
+any CUDA call: the candidate (confined: kag.core.trust.isolation) and the baseline runner (the same
+harness, unconfined, for the task's own code). The baselines are timed in the runner through the
+windows the candidate is timed through (kag.core.eval.judge_windows), before any candidate code
+exists. The candidate then imports the solution; the judge sends the weights and drives every call
+itself: correctness checks on fresh secret inputs compared here (reference outputs never leave this
+process), windows of calls measured on this process's clock (kag.core.eval.judge_timing), outputs
+of calls chosen in secret compared after each window. The judge is not dumpable, so a process of
+the same user cannot read its memory, environment or descriptors.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from kag.core.eval.reference64 import Float64Reference
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
+
+
+BASELINE_METHOD = "judge-windows-v1"  # how a cached baseline was timed: entries of another method are not reused
 
 
 class Judge(CandidateCalls):
@@ -63,14 +68,22 @@ class Judge(CandidateCalls):
         # apart it predicted every later timed call's inputs (and precomputed their outputs: 39x eager)
         self.key = (secrets.token_bytes(32) if spec.seed is None
                     else hashlib.blake2b(f"kag-seed:{spec.seed}".encode(), digest_size=32).digest())
-        self.local = self.make_inputs(self.derived_seed("baseline", 0))  # the baselines' input buffer
-        self.buffer: list[Any] = self.local  # the candidate's, shared with this process, once it exists
+        self.local = self.make_inputs(self.derived_seed("baseline", 0))  # one input set: shapes and the reference's output
         self.ref64 = Float64Reference(self.model, self.make_inputs)
         self.tolerance = self.plugins.create("tolerance", spec.tolerance).tolerance
         self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
-        from kag.core.eval.judge_timing import CandidateTiming
-
-        self.check_timing = CandidateTiming()  # the checks' calls (none in profile mode)
+        self.sets: list[list[Any]] = []  # the candidate's input sets, shared with this process
+        self.runner: Any = None  # the baseline runner (kag.core.eval.candidate_process.CandidateProcess)
+        self.runner_ready = False
+        self.provenance: Any = None  # the candidate's CPU time sampled from outside (kag.core.trust.provenance)
+        self.check_window_s = 0.0
+        self.capture_s = 0.0  # the slowest capture of a check's output (a read or hand-over)
+        self.verify_s = 0.0  # ... and comparison
+        self.recheck_p = 0.0
+        self.rechecked = 0
+        self.defer_checks = False
+        self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
+        self.reference_output: Any = None
 
     # -- inputs ---------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list[Any]:
@@ -89,16 +102,11 @@ class Judge(CandidateCalls):
     def timed_seed(self, k: int) -> int:
         return self.derived_seed("timed", k)
 
-    def fill(self, inputs: list[Any]) -> None:
-        if not fill_in_place(self.buffer, inputs):
+    def fill(self, target: list[Any], inputs: list[Any]) -> None:
+        """Copy ``inputs`` into the shared input set ``target`` (the next window's)."""
+        if not fill_in_place(target, inputs):
             raise RuntimeError("get_inputs() returned inputs of another shape or structure on a later call; "
                                "timing needs fixed input shapes")
-        self.clock.synchronize()
-
-    def refill(self, k: int) -> None:
-        fresh = self.make_inputs(self.timed_seed(k))
-        self.fill(fresh)
-        del fresh
 
     def compare(self, ref: Any, out: Any, seed: int, where: str) -> Any:
         """The first mismatch of ``out`` with the reference, None if it matches; a near miss is
@@ -129,14 +137,13 @@ class Judge(CandidateCalls):
 
     def time_baselines(self, names: list[str] | None = None, use_cache: bool | None = None) -> dict[str, Any]:
         """Each baseline's timing from kag.core.eval.baseline_cache (a verified, settled cache entry, or
-        timed here, holding the device's timing slot, until it settles; cached only if it was timed on
-        a quiet machine); ``report.baseline_cache[name]`` gets its ``info`` (source, status, age, runs:
-        see ``BaselineCache.obtain``) and ``report.notes`` its warnings. Returns each timed baseline's
-        ``TimingConditions`` (none for a cache hit)."""
+        timed in the runner, holding the device's timing slot, until it settles; cached only if it
+        was timed on a quiet machine); ``report.baseline_cache[name]`` gets its ``info`` (source,
+        status, age, runs: see ``BaselineCache.obtain``) and ``report.notes`` its warnings. Returns
+        each timed baseline's ``TimingConditions`` (none for a cache hit)."""
         import torch
 
         from kag.core.eval.baseline_cache import BaselineCache, BaselineKey
-        from kag.core.eval.judge_timing import time_in_process
         from kag.core.eval.timing import summarize
         from kag.core.eval.timing_lock import LoadMeter
 
@@ -144,53 +151,111 @@ class Judge(CandidateCalls):
         info = self.report.device
         device_key = info["name"] + ("" if self.cuda else f"/{info.get('threads')}t")
         cache = BaselineCache(spec.cache_dir)
-        saved, self.buffer = self.buffer, self.local
         conditions: dict[str, Any] = {}
-        try:
-            with self.timing_slot().exclusive() as slot:
-                for name, mode in spec.baselines:
-                    if names is not None and name not in names:
-                        continue
-                    start = time.perf_counter()
-                    # "judge-wall": timed by kag.core.eval.judge_timing (entries timed otherwise are not reused)
-                    key = BaselineKey(spec.task_hash, device_key, torch.__version__, name, f"{mode}|judge-wall",
-                                      spec.num_timed)
-                    prepared: list[Any] = []  # the baseline, prepared once however often it is timed
-                    meter = LoadMeter()
+        with self.timing_slot().exclusive() as slot:
+            for name, mode in spec.baselines:
+                if names is not None and name not in names:
+                    continue
+                start = time.perf_counter()
+                # "judge-windows": timed through the runner's windows (entries timed otherwise are not reused)
+                key = BaselineKey(spec.task_hash, device_key, torch.__version__, name, f"{mode}|{BASELINE_METHOD}",
+                                  spec.num_timed)
+                loaded: list[bool] = []  # the runner holds this baseline, prepared once however often it is timed
+                meter = LoadMeter((self.runner.pid,) if self.runner is not None else ())
 
-                    def measure() -> Any:
-                        if not prepared:
-                            prepared.append(self.plugins.create("baseline", name, mode=mode).prepare(self.model))
-                        with torch.no_grad(), meter.measuring():
-                            return summarize(time_in_process(lambda: prepared[0](*self.local), self.refill,
-                                                             self.clock.flush, self.clock.synchronize,
-                                                             warmup=spec.warmup, iters=spec.num_timed))
+                def measure() -> Any:
+                    if not loaded:
+                        self.load_baseline(name, mode)
+                        loaded.append(True)
+                    with meter.measuring():
+                        return summarize(self.time_runner(name))
 
-                    def measured() -> Any:  # the slot's wait with the load of the timed loops so far
-                        cond = attrs.evolve(slot)
-                        meter.fill(cond)
-                        return cond
+                def measured() -> Any:  # the slot's wait with the load of the timed windows so far
+                    cond = attrs.evolve(slot)
+                    meter.fill(cond)
+                    return cond
 
-                    got = cache.obtain(key, measure, use_cache=spec.use_baseline_cache if use_cache is None else use_cache,
-                                       conditions=measured)
-                    if got.info["source"] == "timed":
-                        conditions[name] = measured()
-                    self.report.baseline_cache[name] = got.info
-                    self.report.notes += got.notes
-                    if prepared:
-                        prepared.clear()
-                        if hasattr(torch, "_dynamo"):
-                            torch._dynamo.reset()
-                        self.free()
-                    stats = got.stats
-                    self.report.timing[name] = stats
-                    self.report.times_ms[name] = stats.median_ms
-                    self.report.durations_s[f"baseline_{name}"] = round(time.perf_counter() - start, 3)
-        finally:
-            self.buffer = saved
+                got = cache.obtain(key, measure, use_cache=spec.use_baseline_cache if use_cache is None else use_cache,
+                                   conditions=measured)
+                if got.info["source"] == "timed":
+                    conditions[name] = measured()
+                self.report.baseline_cache[name] = got.info
+                self.report.notes += got.notes
+                if loaded:
+                    self.runner.exchange(("drop", None), spec.timeouts.load_s, "freeing a baseline", expect="dropped")
+                stats = got.stats
+                self.report.timing[name] = stats
+                self.report.times_ms[name] = stats.median_ms
+                self.report.durations_s[f"baseline_{name}"] = round(time.perf_counter() - start, 3)
         self.report.timing_load.setdefault("baselines", {}).update(
             {n: attrs.asdict(c) for n, c in conditions.items()})
         return conditions
+
+    def prepare_runner(self) -> None:
+        """The runner's device, once (its CUDA context, as the candidate's is made)."""
+        if self.runner_ready:
+            return
+        if self.runner is None:
+            raise RuntimeError("no baseline runner: the judge was started without one")
+        env = {"CUDA_VISIBLE_DEVICES": self.spec.visible_devices} if self.spec.visible_devices is not None else {}
+        self.runner.exchange(("prepare", {"device": self.spec.device, "env": env, "seccomp": False, "wall": None}),
+                             self.spec.timeouts.load_s, "starting the baseline runner", expect="prepared")
+        self.runner.spin = self.cuda
+        self.runner_ready = True
+
+    def load_baseline(self, name: str, mode: str) -> None:
+        """The runner builds the task's Model and prepares it as baseline ``name`` (compiled later,
+        at its first call, inside a warm-up window)."""
+        self.prepare_runner()
+        self.runner.probe = self.probe_for_runner()
+        arg = {"spec": to_dict(self.spec.candidate()), "name": name, "mode": mode,
+               "plugin_selection": self.spec.plugin_selection, "plugin_builtins": self.spec.plugin_builtins}
+        self.runner.exchange(("baseline", arg), self.spec.timeouts.load_s, f"building the {name} baseline",
+                             expect="baseline")
+        self.runner_sets: list[list[Any]] = []
+
+    def probe_for_runner(self) -> Any:
+        return self.gpu_probe()
+
+    def gpu_probe(self) -> Any:
+        """The judge's GPU-idle probe (made once, while its children are idle); None on the CPU."""
+        if not self.cuda:
+            return None
+        if self.probe is None:
+            from kag.core.eval.candidate_process import CandidateFailure
+            from kag.core.eval.judge_timing import GpuProbe
+
+            self.probe = GpuProbe(self.device, CandidateFailure)
+        return self.probe
+
+    def time_runner(self, name: str) -> list[float]:
+        """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
+        first window), then timed and null windows in a secret order. Per-call milliseconds."""
+        from kag.core.eval.judge_calls import warm_per_call_s
+        from kag.core.eval.judge_timing import Plan, warmup_windows
+        from kag.core.eval.judge_windows import run_windows
+
+        spec = self.spec
+        budget = spec.timeouts.baseline_s
+        deadline = time.monotonic() + budget
+        runner = self.runner
+        self.add_sets(runner, 1, spec.timeouts.load_s, self.runner_sets)
+        counter = getattr(self, "_baseline_counter", [0])
+        self._baseline_counter = counter
+        warm = run_windows(self, runner, self.runner_sets, Plan(calls=1, order=["timed", "null", "timed"]),
+                           purpose=f"baseline-{name}", timeout_s=budget, phase=f"warming up the {name} baseline",
+                           deadline=deadline, counter=counter)
+        warm.timed_s = warm.timed_s[1:]  # the first: compilation, lazy loading
+        calls = self.window_calls(runner, self.runner_sets, warm_per_call_s(warm), spec.timeouts.load_s)
+        timed = spec.num_timed if calls == 1 else max(20, spec.num_timed // 3)
+        plan = Plan.make(calls, timed=timed, warmup=warmup_windows(calls, spec.warmup), single=False, sampled=0)
+        timing = run_windows(self, runner, self.runner_sets, plan, purpose=f"baseline-{name}", timeout_s=budget,
+                             phase=f"timing the {name} baseline", deadline=deadline, counter=counter)
+        self.report.calibration.setdefault("baselines", {})[name] = {
+            "calls_per_window": calls, "window_ms": round(sorted(timing.timed_s)[len(timing.timed_s) // 2] * 1e3, 4),
+            "null_window_ms": round(timing.path_s * 1e3, 4)}
+        resolution = timing.resolution_s()
+        return [max(t, resolution) * 1000.0 for t in timing.per_call_s()]
 
     def retime_baselines(self, timed: dict[str, Any]) -> None:
         """After the candidate is gone: re-time, uncached, each baseline whose timing conditions
@@ -225,6 +290,18 @@ class Judge(CandidateCalls):
             self.report.notes.append(
                 f"baseline {name}: timed with {before[name].others_cpus} other CPUs busy, the candidate with "
                 f"{cand_cond.others_cpus}: re-timed after the candidate ({new.others_cpus}), kept the {kept} timing")
+
+
+def cpu_provenance(spec: JudgeSpec, cand: CandidateProcess) -> Any:
+    """The sampler of where the candidate's CPU time goes (kag.core.trust.provenance): the
+    no-torch-fallback policy's runtime check that the work is the solution's, whoever calls
+    PyTorch. None when that guard is not selected (``kag profile``, a run that allows PyTorch) or
+    this machine cannot read a stopped process."""
+    if "no-torch-fallback" not in spec.runtime_guards:
+        return None
+    from kag.core.trust.provenance import CpuProvenance
+
+    return CpuProvenance.for_process(cand.pid, spec.module_dir, cand, gpu=spec.device.startswith("cuda"))
 
 
 def judge_entry(fd: int) -> None:
@@ -276,6 +353,8 @@ def judge_main(conn: Any) -> None:
     capture = OutputCapture(start=False)
     plan = candidate_plan(cuda=os.path.exists("/dev/nvidiactl"))
     early = CandidateProcess(capture.path, plan)  # forked now: no thread runs and CUDA is untouched
+    runner = CandidateProcess(None, None)  # the baseline runner: the same harness, unconfined (trusted code)
+    early.spare.add(runner.pid)
     capture.start()
     conn.send(("candidate", early.pid, plan.tmp_dir))
     try:
@@ -283,19 +362,22 @@ def judge_main(conn: Any) -> None:
     except (EOFError, OSError):  # the orchestrator went away before using this judge (warm, unused)
         msg = None
     mark("judge", "spec received")
-    if not isinstance(msg, tuple) or msg[0] != "spec":  # a warm judge no evaluation took
+
+    def end_children() -> None:
+        runner.close(grace_s=0.0)
         early.close(grace_s=0.0)
         capture.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
+
+    if not isinstance(msg, tuple) or msg[0] != "spec":  # a warm judge no evaluation took
+        end_children()
         return
     try:
         spec = from_dict(JudgeSpec, msg[1])
     except (ValueError, TypeError) as exc:  # an orchestrator of another kag version
         report = JudgeReport()
         report.fail("exception", f"the judge could not read its spec: {exc}", judge_error=True)
-        early.close(grace_s=0.0)
-        capture.close()
-        shutil.rmtree(plan.tmp_dir, ignore_errors=True)
+        end_children()
         conn.send(("result", json.dumps(to_dict(report), default=str)))
         return
     if spec.host_memory_bytes:
@@ -307,10 +389,14 @@ def judge_main(conn: Any) -> None:
     start = time.perf_counter()
     try:
         env = {"CUDA_VISIBLE_DEVICES": spec.visible_devices} if spec.visible_devices is not None else {}
+        wall = None  # PyTorch's CUDA kernels out of the candidate's reach, where the policy forbids them
+        if spec.device.startswith("cuda") and plan.seccomp and "no-torch-fallback" in spec.runtime_guards:
+            wall = {k: bool(spec.guard_options.get(k, True)) for k in ("allow_cublas", "allow_cudnn")}
         early.resume()
         early.ring(3)  # OP_MSG: prepare runs while the judge loads the reference
-        early.send(("prepare", {"device": spec.device, "env": env, "seccomp": plan.seccomp}))
+        early.send(("prepare", {"device": spec.device, "env": env, "seccomp": plan.seccomp, "wall": wall}))
         judge = Judge(spec, conn.send)
+        judge.runner = runner
         report = judge.report
         mark("judge", "reference model and inputs made")
         prepared = early.receive(spec.timeouts.load_s, "starting the candidate process")
@@ -328,6 +414,7 @@ def judge_main(conn: Any) -> None:
             mark("judge", "baselines timed")
         conn.send(("phase", "loading the solution"))
         cand = judge.start_candidate(early)
+        judge.provenance = cpu_provenance(spec, cand)
         mark("judge", "candidate loaded")
         if spec.do_correctness:
             conn.send(("phase", f"checking {spec.num_checks} inputs"))
@@ -335,7 +422,7 @@ def judge_main(conn: Any) -> None:
         mark("judge", "checks done")
         timed = False
         if ok and spec.do_timing:
-            conn.send(("phase", f"timing {spec.num_timed} calls"))
+            conn.send(("phase", "timing the solution"))
             timed = judge.time_candidate(cand)
             mark("judge", "timing done")
         if ok and not report.error:
@@ -344,13 +431,16 @@ def judge_main(conn: Any) -> None:
             early.close()  # nothing of the candidate runs while the baselines are re-timed
             judge.retime_baselines(baseline_conditions)
     except CandidateFailure as exc:
-        report.fail(exc.kind, str(exc))
+        from kag.core.trust.fatbin_wall import explain
+
+        report.fail(exc.kind, explain(str(exc)))
     except Exception as exc:  # noqa: BLE001 - the reference or the harness failed, not the candidate
         from kag.core.trust.procs import describe_exception
 
         report.fail("exception", f"the judge failed (reference model or evaluator): {describe_exception(exc)}",
                     judge_error=True)
     finally:
+        runner.close()
         early.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
         report.candidate_output = capture.close()

@@ -1,29 +1,35 @@
-"""Timing the judge owns: the candidate's speed from the judge's clock, never from the candidate.
+"""Timing the judge owns: every speed from the judge's clock, through one path for both sides.
 
-Trusted side. Each timed call is a window on the judge's ``perf_counter``: the judge refills the
-inputs and flushes the cache while the candidate is stopped, resumes it, rings, waits for its
-answer and, on a GPU, for a probe kernel of its own to find the GPU idle (time slicing makes the
-probe wait while another context still has work), then stops it again (kag.core.eval.candidate_process).
-No code in the candidate process can shorten a window: returning early only moves its work into
-the probe's wait, and work deferred past that cannot run, because the process is stopped.
+Trusted side. A timing is a series of *windows* on the judge's ``perf_counter``. Before a window
+the judge fills the child's staged input sets with fresh inputs and flushes the cache while the
+child is stopped; then it resumes the child, rings for ``k`` calls back to back (call ``j`` on set
+``j``), waits for the answer and, on a GPU, for a probe kernel of its own to find the GPU idle,
+and stops the child again (kag.core.eval.candidate_process). Nothing in the child can shorten a
+window: returning early only moves its work into the probe's wait, and work put off past that
+cannot run, because the process is stopped.
 
-Calibration: before model_new.py exists in the candidate, the judge times the same path with
-nothing to run (``null``) and the output hand-over (``post``) with outputs shaped like the
-reference's. On a GPU a null call launches one harness kernel: any call that leaves an output
-on the GPU makes the GPU switch from the judge's context to the candidate's and back, and that
-switch (about 0.4 ms on an H100) belongs to the path. With ``reference_calibration`` the judge
-also times the task's own Model through the path, and subtracts what the path adds to it beyond
-eager in the judge's process (it grows with the task's memory footprint) instead of the null
-path's cost. A call's time is its window minus the path's cost; work done when an output
-is asked for (``post`` slower than calibrated) is added to every call, since the candidate cannot
-know which outputs will be asked for. No call is credited below the path's resolution (a quarter of
-the null call: the path drifts between its calibration and the timed calls). Baselines are timed the same way in the judge's own process
-(wall clock around call + synchronise, minus a null call). The candidate's own clock is kept only
-as a cross-check: a report far faster than the judge's is a violation.
+Both sides go through this one path. The candidate is one child of the judge; eager and
+torch.compile run in another, the baseline runner (same harness, same doorbell, same windows, same
+staging and flush; unconfined, since it runs only the task's own code). A window's fixed cost (the
+resume, the doorbell, the GPU switching from the judge's context to the child's and back, the stop)
+is measured by *null windows* (the same path, one fill kernel, nothing of forward) interleaved at
+random with the timed ones, so the cost drifts with them and cancels: a call's time is
+``(window - median null window) / k``. ``k`` is chosen per side so that a window holds about
+``WINDOW_TARGET_S`` of work (within a memory budget for the staged inputs): the path's noise,
+about 0.1 ms on an H100, is then a percent of a window, not several times a 20 us kernel.
 
-Skipped work: the outputs of ``RECHECKED`` timed calls chosen in secret are compared as they
-happen (the judge asks for an output only after its call ended), and a timing distribution with a
-cluster of calls far faster than the median (work done on some calls only) is a violation.
+What a window cannot see, and what covers it:
+- Skipped work: outputs of calls chosen independently with a secret probability are compared after
+  their window (kag.core.eval.judge_calls); every call is a candidate for it, warm-up and checks too.
+- Work put off until an output is handed over (GPU): hand-overs slower than the calibrated ones
+  (``fold_threshold_s``) are charged to every call.
+- Calls of one window that overlap on the GPU, or one call doing the work of later ones (a batch
+  that knows it is one): per-call kernel records (kag.core.eval.observe) show them; and on a GPU
+  *single-call windows*, interleaved, give the latency of one call, which cannot overlap anything:
+  no call is credited faster than half of that (``floor_s``). Honest code never meets the floor
+  (a pipelined call takes at least the larger of its CPU and GPU time, a lone call their sum).
+- A cluster of windows far faster than the windows whose outputs were verified is a violation
+  (``skipped_work``); the candidate's own clock is a cross-check only (``cross_check``).
 """
 
 from __future__ import annotations
@@ -38,10 +44,17 @@ import attrs
 
 from kag.core.eval.timing import summarize  # noqa: F401 - part of this module's interface
 
-
-RECHECKED = 12  # a solution working on 2 of 3 timed calls is caught with probability 1 - (2/3)**12 = 99.2%
-NULL_CALLS = 200
-REFERENCE_WARMUP, REFERENCE_CALLS = 3, 12  # the task's Model through the candidate's path (GPU)
+WINDOW_TARGET_S = 0.005  # a GPU window holds about this much work (CPU windows hold one call: they are ms)
+MAX_CALLS = 512  # calls in one window
+INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (and a quarter of free memory)
+NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL)
+MIN_NULL = 10
+SINGLE_WINDOWS = 16  # single-call windows, where a window holds more calls (the latency floor)
+FLOOR_SHARE = 0.5  # no call is credited under this share of a single call's latency (less its error)
+SAMPLED_WINDOWS = {"cpu": 48, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
+# (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several
+RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per evaluation: with 12, a
+# solution skipping work on one call in three is caught with probability 1 - (2/3)**12 = 99.2%
 POST_CALIBRATIONS = 12  # hand-overs of a ready output before the solution is imported: its noise, unforgeable
 FOLD_SIGMAS = 3.0  # a timed call's hand-overs slower than calibrated by this many standard errors of the
 # difference of medians (from the calibration's spread alone: the solution can widen its own) are work put
@@ -49,17 +62,9 @@ FOLD_SIGMAS = 3.0  # a timed call's hand-overs slower than calibrated by this ma
 # grew with the hand-over's own time (10% of it, once) let a lazy ReLU on a 128 MB output hide its 85 us
 # kernel in a 1 ms hand-over: 3.25x eager and reward 3 on an H100 (bench/trust_gpu/session5)
 FOLD_FLOOR_S = 5e-6
-FAST_RATIO = 0.5  # a "skipped" call: under half the median
+FAST_RATIO = 0.5  # a "skipped" window: its calls under half the fastest verified window's
 FAST_MIN_GAP_S = 20e-6  # ... and this much under it (tiny kernels jitter)
-FAST_MIN_SHARE = 0.2  # a cluster: at least this share of the timed calls (and 3 calls). The verdict is the
-# median: fast calls on a share p < 1/2 only move it to the honest calls' (1/2 - p) / (1 - p) quantile (the
-# 37.5th at p = 0.2, within their own spread), and p >= 1/2 is what RECHECKED catches (1 - 2**-12). Lower, it
-# flagged honest ~0.1 ms kernels on a shared H100 (5 of 100 calls at 0.042 ms where checked calls took 0.103)
-RESOLUTION_SHARE = 0.25  # no call is credited as faster than this share of the path's own cost (the null
-# call's window): the path drifts between its calibration and the timed calls. On an H100 (path ~0.4 ms) an
-# honest 14 us ReLU measured 0 to 0.14 ms over 8 evaluations, and one of them, at 0.0005 ms, got 29x eager and
-# reward 3 (bench/issue19_h100). Only calls within that of the path are floored: a 1 ms eager task still
-# shows a 10x kernel as 10x on that GPU
+FAST_MIN_SHARE = 0.2  # a cluster: at least this share of the timed windows (and 3 of them)
 CROSS_CHECK_RATIO = 0.1  # its own median under a tenth of the judge's (less 50 us) is a lie: honest calls on a
 # loaded machine wait to be scheduled (the judge's window includes it, its own clock does not)
 PROBE_IDLE_FACTOR = 3.0
@@ -75,6 +80,11 @@ def mad(xs: list[float]) -> float:
         return 0.0
     m = statistics.median(xs)
     return statistics.median(abs(x - m) for x in xs)
+
+
+def median_error(xs: list[float]) -> float:
+    """The standard error of the median of ``xs`` (1.4826 MAD estimates sigma; 1.2533 / sqrt(n))."""
+    return 1.2533 * 1.4826 * mad(xs) / math.sqrt(len(xs)) if xs else 0.0
 
 
 class GpuProbe:
@@ -109,60 +119,68 @@ class GpuProbe:
                                               f"{timeout_s:g} s of its call returning")
 
 
-@attrs.define
-class PathCalibration:
-    """Windows of the candidate's path with no solution code in it (seconds)."""
+def choose_calls(per_call_s: float, bytes_per_call: int, budget_bytes: int, gpu: bool) -> int:
+    """How many calls a window holds: enough for ``WINDOW_TARGET_S`` of work on a GPU (one on the
+    CPU, where calls take milliseconds), no more than the staged inputs and kept outputs fit in
+    ``budget_bytes``, at most ``MAX_CALLS``."""
+    if not gpu:
+        return 1
+    want = math.ceil(WINDOW_TARGET_S / max(per_call_s, 1e-7))
+    fit = budget_bytes // max(bytes_per_call, 1)
+    return int(max(1, min(want, fit, MAX_CALLS)))
 
-    null_s: list[float] = attrs.field(factory=list)
+
+@attrs.define
+class PostCalibration:
+    """Hand-overs of a ready output, timed before the solution was imported (seconds)."""
+
     post_s: list[float] = attrs.field(factory=list)
-    probe_waits: int = 0  # slow probes after the null calls (the GPU switching back to the judge)
-    reference_s: list[float] = attrs.field(factory=list)  # the task's Model through the path (GPU)
-    eager_s: float | None = None  # ... and in the judge's own process
-
-    @property
-    def null_overhead_s(self) -> float:
-        return median(self.null_s)
-
-    @property
-    def overhead_s(self) -> float:
-        """What the path adds to a call: on a GPU, the reference's windows beyond its in-process
-        time (it depends on the task's memory footprint); else the null path."""
-        if self.reference_s and self.eager_s is not None:
-            return max(median(self.reference_s) - self.eager_s, 0.0)
-        return self.null_overhead_s
 
 
 @attrs.define
-class CandidateTiming:
-    """What the judge measured of the candidate: per-call windows, output hand-overs, and which
-    calls' outputs were compared and found right (indices into ``windows_s``)."""
+class WindowTiming:
+    """What the judge measured of one side: its windows (seconds), by kind, and which timed
+    windows' compared outputs were right (indices into ``timed_s``)."""
 
-    windows_s: list[float] = attrs.field(factory=list)
+    calls: int = 1
+    timed_s: list[float] = attrs.field(factory=list)
+    null_s: list[float] = attrs.field(factory=list)
+    single_s: list[float] = attrs.field(factory=list)
     post_s: list[float] = attrs.field(factory=list)
     verified: list[int] = attrs.field(factory=list)
+    failed: bool = False  # a compared output was wrong: the timing stopped there
 
-    def estimates_s(self, cal: PathCalibration, with_fold: bool = True) -> tuple[list[float], float]:
-        """Per-call times (window less the null path, plus the work done at hand-over), and that
-        hand-over work (the fold). ``with_fold=False``: the windows alone (the checks' hand-overs run
-        under the profiler's kernel records, slower than calibrated for honest solutions too)."""
-        fold = 0.0
-        threshold = self.fold_threshold_s(cal) if with_fold else None
-        if threshold is not None:
-            diff = median(self.post_s) - median(cal.post_s)
-            if diff > threshold:
-                fold = diff
-        overhead = cal.overhead_s
-        return [max(w - overhead, 0.0) + fold for w in self.windows_s], fold
+    @property
+    def path_s(self) -> float:
+        """The fixed cost of a window: the median null window."""
+        return median(self.null_s)
 
-    def fold_threshold_s(self, cal: PathCalibration) -> float | None:
-        """How much slower than calibrated these hand-overs may be before it counts as work; None
-        without hand-overs on both sides."""
-        return fold_threshold_s(cal.post_s, len(self.post_s)) if self.post_s and cal.post_s else None
+    def per_call_s(self, fold_s: float = 0.0) -> list[float]:
+        """Each timed window's time per call: (window - null) / calls, plus the hand-over fold."""
+        path = self.path_s
+        return [max(w - path, 0.0) / self.calls + fold_s for w in self.timed_s]
 
+    def resolution_s(self) -> float:
+        """What the path's own noise is worth per call: one standard deviation of a null window,
+        spread over a window's calls."""
+        return 1.4826 * mad(self.null_s) / self.calls
 
-def resolution_s(cal: PathCalibration) -> float:
-    """The shortest call time the judge credits: RESOLUTION_SHARE of the null path's window."""
-    return RESOLUTION_SHARE * cal.null_overhead_s
+    def floor_s(self) -> float | None:
+        """The least a call of a many-call window may be credited: ``FLOOR_SHARE`` of a lone call's
+        latency, less three standard errors of it; None where windows hold one call."""
+        if self.calls <= 1 or len(self.single_s) < 5 or not self.null_s:
+            return None
+        lone = median(self.single_s) - self.path_s
+        error = math.hypot(median_error(self.single_s), median_error(self.null_s))
+        return max(0.0, FLOOR_SHARE * (lone - 3.0 * error))
+
+    def fold_s(self, cal: PostCalibration) -> float:
+        """Hand-over work: how much slower than calibrated the hand-overs were, when that is more
+        than noise (else 0)."""
+        if not self.post_s or not cal.post_s:
+            return 0.0
+        diff = median(self.post_s) - median(cal.post_s)
+        return diff if diff > fold_threshold_s(cal.post_s, len(self.post_s)) else 0.0
 
 
 def fold_threshold_s(calibrated_s: list[float], n: int) -> float:
@@ -175,20 +193,19 @@ def fold_threshold_s(calibrated_s: list[float], n: int) -> float:
 
 
 def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | None:
-    """Why the distribution looks like work done on some calls only, or None.
+    """Why the distribution looks like work done on some windows only, or None.
 
-    ``verified_s`` are the times of calls whose outputs the judge compared and found right (the
-    checks and the rechecked timed calls): each did the whole work, so the fastest of them bounds
-    an honest call from below (load only ever slows a call down). A cluster of calls far under it
-    did not do the work."""
+    ``verified_s`` are the per-call times of windows whose compared outputs were right: they did
+    the whole work, so the fastest of them bounds an honest window from below (load only ever
+    slows one down). A cluster of windows far under it did not do the work."""
     if len(estimates_s) < 10 or not verified_s:
         return None
     floor = min(verified_s)
     fast = [e for e in estimates_s if e < FAST_RATIO * floor and floor - e > FAST_MIN_GAP_S]
     if len(fast) >= max(3, math.ceil(FAST_MIN_SHARE * len(estimates_s))):
-        return (f"{len(fast)} of {len(estimates_s)} timed calls took under {FAST_RATIO:.0%} of the fastest call whose "
-                f"output was checked ({median(fast) * 1e3:.4g} ms vs {floor * 1e3:.4g} ms): the work is done on "
-                f"some calls only")
+        return (f"{len(fast)} of {len(estimates_s)} timed windows took under {FAST_RATIO:.0%} per call of the fastest "
+                f"window whose outputs were checked ({median(fast) * 1e3:.4g} ms vs {floor * 1e3:.4g} ms): the work "
+                f"is done on some calls only")
     return None
 
 
@@ -203,34 +220,46 @@ def cross_check(own_ms: list[float], judge_median_ms: float) -> str | None:
     return None
 
 
-def choose_rechecked(iters: int, enabled: bool) -> set[int]:
-    """The timed calls whose outputs are compared, chosen in secret."""
-    if not enabled or iters <= 0:
-        return set()
-    return set(secrets.SystemRandom().sample(range(iters), min(RECHECKED, iters)))
+def recheck_probability(total_calls: int, enabled: bool) -> float:
+    """The secret probability with which each call's output is compared: an expected number of
+    compared calls drawn per evaluation from ``RECHECK_EXPECTED``, over the calls there will be."""
+    if not enabled or total_calls <= 0:
+        return 0.0
+    low, high = RECHECK_EXPECTED
+    expected = low + (high - low) * secrets.SystemRandom().random()
+    return min(1.0, expected / total_calls)
 
 
-def time_in_process(run: Callable[[], Any], refill: Callable[[int], None], flush: Callable[[], None],
-                    sync: Callable[[], None], *, warmup: int, iters: int) -> list[float]:
-    """The judge's own timing of a baseline: per call, the wall clock around run + synchronise,
-    less a null call's (the same quantity the candidate's windows give after calibration).
-    Returns milliseconds."""
-    nulls = []
-    for _ in range(50):
-        t0 = time.perf_counter()
-        sync()
-        nulls.append(time.perf_counter() - t0)
-    overhead = median(nulls[10:])
-    times = []
-    for k in range(warmup + iters):
-        refill(k)
-        flush()
-        sync()
-        t0 = time.perf_counter()
-        out = run()
-        sync()
-        t1 = time.perf_counter()
-        del out
-        if k >= warmup:
-            times.append(max(t1 - t0 - overhead, 0.0) * 1000.0)
-    return times
+def chosen_calls(calls: int, probability: float) -> list[int]:
+    """The calls of one window whose outputs are compared: each independently, with ``probability``."""
+    rng = secrets.SystemRandom()
+    return [j for j in range(calls) if rng.random() < probability]
+
+
+@attrs.define
+class Plan:
+    """The windows of one timing, in the order they run: warm-up windows first, then timed, null,
+    single-call and sampled windows shuffled in secret (the child cannot tell which is which)."""
+
+    calls: int
+    order: list[str]
+
+    @classmethod
+    def make(cls, calls: int, timed: int, warmup: int, single: bool, sampled: int) -> "Plan":
+        rest = (["timed"] * timed + ["null"] * max(MIN_NULL, math.ceil(NULL_SHARE * timed))
+                + (["single"] * SINGLE_WINDOWS if single and calls > 1 else []) + ["sampled"] * sampled)
+        secrets.SystemRandom().shuffle(rest)
+        return cls(calls=calls, order=["warmup"] * warmup + rest)
+
+    def calls_of(self, kind: str) -> int:
+        """A null window runs nothing; a single-call window one call; the others (sampled ones too,
+        which must look like timed ones) ``calls``."""
+        return 0 if kind == "null" else 1 if kind == "single" else self.calls
+
+    def total_calls(self) -> int:
+        return sum(self.calls_of(k) for k in self.order)
+
+
+def warmup_windows(calls: int, warmup_calls: int) -> int:
+    """Windows of ``calls`` calls that hold ``warmup_calls`` warm-up calls (at least one)."""
+    return max(1, math.ceil(warmup_calls / max(calls, 1)))

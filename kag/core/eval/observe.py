@@ -1,14 +1,15 @@
 """What the candidate's calls did, as a profiler running through every one of them saw it.
 
-``CallObserver`` runs in the candidate process (untrusted side). A profiler session is on from
-before the candidate's path is calibrated to after its last timed call, so every call, checked or
-timed, runs with the profiler enabled and a solution cannot tell a watched call from another. It
+``CallObserver`` runs in the candidate process (untrusted side). One profiler session is on from
+before model_new.py is imported to after the last window, so every call, checked or timed, runs
+under the same session, kernel records (CUPTI) included: in back-to-back calls they cost about
+1 us a call on an H100 (bench/results/2026-11-26-90fca86-h100), nothing a window can see. It
 records the PyTorch operators that ran inside ``ModelNew.forward`` (Kineto's RecordFunction sees
-Python and C++ callers alike, on any thread), torch.compile's markers and, during the correctness
-checks, the GPU kernels launched (CUPTI). CUPTI's kernel records cost the calls about half a
-millisecond each on the H100, so timed calls run under a session without them; which activities a
-session records is not visible from Python (``_profiler_enabled()`` is true in both), only from
-C++ into Kineto's internals.
+Python and C++ callers alike, on any thread), torch.compile's markers and the GPU kernels, each
+attributed to the call that launched it. Across the calls of a window it reports what a solution
+that knows it is one of many calls might do: a call's kernels still running when the next call's
+start (overlap), one call holding most of a window's GPU time (doing its neighbours' work), calls
+that launched nothing.
 
 ``Observations`` is plain data; the judge's guard plugins read it (``check_observations``). It is
 a report from an untrusted process: a policy signal, not a measurement. Timing and correctness
@@ -23,10 +24,12 @@ from typing import Any
 import attrs
 
 FORWARD_RANGE = "kag::forward"
-REFERENCE_RANGE = "kag::reference"  # a call of the task's Model (path calibration): the harness's, not forward's
+WINDOW_RANGE = "kag::window"  # the calls of one window
 POST_RANGE = "kag::post"  # the hand-over of an output: the harness allocates and fills poison, nothing else
 # (and, on the CPU, moving the output into shared memory: copy_, set_)
-HARNESS_RANGES = (FORWARD_RANGE, REFERENCE_RANGE, POST_RANGE)
+HARNESS_RANGES = (FORWARD_RANGE, POST_RANGE, WINDOW_RANGE)
+OVERLAP_SLACK_US = 2.0  # GPU timestamps of two kernels of one stream may touch
+UNEVEN_SHARE = 0.5  # one call holding more than this share of its window's GPU time (windows of 4 calls or more)
 HARNESS_POST_OPS = frozenset({"aten::empty", "aten::fill_", "aten::empty_strided", "aten::lift_fresh", "aten::copy_",
                               "aten::set_"})
 COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "CompiledFxGraph",
@@ -43,11 +46,19 @@ class Observations:
     compiled: list[str] = attrs.field(factory=list)  # torch.compile markers inside forward
     replaced: list[str] = attrs.field(factory=list)  # evaluator objects model_new replaced
     post_ops: dict[str, int] = attrs.field(factory=dict)  # operators run while handing an output over
+    overlapping_calls: int = 0  # calls whose kernels started before the previous call's had ended
+    uneven_windows: int = 0  # windows (of 4+ calls) where one call held most of the GPU time
+    windows: int = 0  # windows of 4+ calls with kernels seen
+    idle_calls: int = 0  # calls that launched no kernel while others of their window did
     error: str | None = None
 
     def merge(self, other: "Observations") -> None:
         """Add another session's counts (the checks' session, then the timed calls')."""
         self.calls += other.calls
+        self.overlapping_calls += other.overlapping_calls
+        self.uneven_windows += other.uneven_windows
+        self.windows += other.windows
+        self.idle_calls += other.idle_calls
         for mine, theirs in ((self.ops, other.ops), (self.kernels, other.kernels), (self.post_ops, other.post_ops)):
             for name, n in theirs.items():
                 mine[name] = mine.get(name, 0) + n
@@ -84,10 +95,9 @@ class CallObserver:
         self.calls += int(count)
         return self._range(FORWARD_RANGE)
 
-    def reference_range(self) -> Any:
-        """A context marking a call of the reference (before model_new.py exists): the same cost as
-        ``forward_range``, but its operators are the harness's (outside every forward range)."""
-        return self._range(REFERENCE_RANGE)
+    def window_range(self) -> Any:
+        """A context around the calls of one window."""
+        return self._range(WINDOW_RANGE)
 
     def post_range(self) -> Any:
         """A context marking the hand-over of an output."""
@@ -141,6 +151,7 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
     inside = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == FORWARD_RANGE])
     in_post = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == POST_RANGE])
 
+    calls_of_windows(events, marks, obs)
     for e in events:
         if e.device_type == cuda:
             # the harness's ranges have their own marks on the GPU timeline: annotations, not kernels
@@ -160,6 +171,63 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
             obs.ops[name] = obs.ops.get(name, 0) + 1
         elif any(marker in name for marker in COMPILED_MARKERS) and name not in obs.compiled:
             obs.compiled.append(name)
+
+
+def calls_of_windows(events: list[Any], marks: list[Any], obs: Observations) -> None:
+    """Attribute each GPU kernel to the call that launched it (its launch's CPU event lies in that
+    call's forward range) and fill the cross-call counts of ``obs``."""
+    import torch
+
+    cuda = torch.autograd.DeviceType.CUDA
+    kernels = [e for e in events if e.device_type == cuda and not (e.name in HARNESS_RANGES
+                                                                    or getattr(e, "is_user_annotation", False))]
+    if not kernels:
+        return
+    calls = sorted((e.time_range.start, e.time_range.end) for e in marks if e.name == FORWARD_RANGE)
+    windows = sorted((e.time_range.start, e.time_range.end) for e in marks if e.name == WINDOW_RANGE)
+    if not calls:
+        return
+    starts = [a for a, _ in calls]
+    launched_at = {e.id: e.time_range.start for e in events if e.device_type != cuda}
+    per_call: dict[int, list[tuple[float, float]]] = {}
+    for k in kernels:
+        t = launched_at.get(getattr(k, "linked_correlation_id", 0) or -1)
+        if t is None:
+            continue
+        i = bisect.bisect_right(starts, t) - 1
+        if i >= 0 and calls[i][0] <= t <= calls[i][1]:
+            per_call.setdefault(i, []).append((k.time_range.start, k.time_range.end))
+    wstarts = [a for a, _ in windows]
+    by_window: dict[int, list[int]] = {}
+    for i, (a, _b) in enumerate(calls):
+        w = bisect.bisect_right(wstarts, a) - 1
+        by_window.setdefault(w, []).append(i)
+    for w, members in by_window.items():
+        busy = [_union(per_call.get(i, [])) for i in members]
+        if any(busy):
+            obs.idle_calls += sum(1 for b in busy if b == 0.0)
+        for prev, nxt in zip(members, members[1:]):
+            if per_call.get(prev) and per_call.get(nxt):
+                if min(a for a, _ in per_call[nxt]) < max(b for _, b in per_call[prev]) - OVERLAP_SLACK_US:
+                    obs.overlapping_calls += 1
+        total = sum(busy)
+        if len(members) >= 4 and total > 0:
+            obs.windows += 1
+            if max(busy) > UNEVEN_SHARE * total:
+                obs.uneven_windows += 1
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of intervals (a call's GPU busy time, its streams overlapping)."""
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
 
 
 def _within(spans: list[tuple[float, float]]) -> Any:

@@ -29,7 +29,7 @@ class Timeouts:
 
 @attrs.define
 class CandidateSpec:
-    """What the candidate needs to build the task's Model (path calibration) and ModelNew."""
+    """What the candidate needs to build ModelNew (and the baseline runner, the task's Model)."""
 
     task_code: str
     task_path: str
@@ -67,7 +67,6 @@ class JudgeSpec:
     plugin_builtins: list[str] = attrs.field(factory=list)
     extension_path: str | None = None
     host_memory_bytes: int | None = None
-    reference_calibration: bool = False
     visible_devices: str | None = None  # the GPU the pool lent, set when the judge is handed the spec
     timing_slot: str | None = None  # the machine-wide timing slot (kag.core.eval.timing_lock): "cpu", "gpu-<id>"
     lock_dir: str | None = None  # where the slot's lock lives (None: kag.core.eval.timing_lock.lock_dir())

@@ -219,6 +219,7 @@ class LandlockPolicy:
     devices: tuple[str, ...] = ()
     scope_signals: bool = True
     block_tcp: bool = True
+    exclude: tuple[str, ...] = ()  # files under ``read`` that stay unreadable (kag.core.trust.fatbin_wall)
 
 
 def apply_landlock(policy: LandlockPolicy) -> int:
@@ -242,7 +243,8 @@ def apply_landlock(policy: LandlockPolicy) -> int:
         write_rights = handled_fs
         dev_rights = (LL_READ_FILE | LL_WRITE_FILE | (LL_IOCTL_DEV if abi >= 5 else 0)
                       | (LL_TRUNCATE if abi >= 3 else 0))
-        for paths, rights in ((policy.read, READ_ACCESS), (policy.write, write_rights | READ_ACCESS),
+        read = readable_except(policy.read, policy.exclude) if policy.exclude else policy.read
+        for paths, rights in ((read, READ_ACCESS), (policy.write, write_rights | READ_ACCESS),
                               (policy.devices, dev_rights)):
             for path in _existing(paths):
                 _add_path_rule(ruleset, path, rights & handled_fs)
@@ -251,6 +253,41 @@ def apply_landlock(policy: LandlockPolicy) -> int:
     finally:
         os.close(ruleset)
     return abi
+
+
+def readable_except(paths: Iterable[str], excluded: Iterable[str]) -> tuple[str, ...]:
+    """Rules that grant everything under ``paths`` but the ``excluded`` files. Landlock grants a
+    directory's whole tree (by inode, whatever path reaches it), so a granted directory that holds
+    an excluded file is replaced by its entries, recursively, down to the file's siblings; entries
+    are compared by real path, so a symbolic link to an excluded file is left out too."""
+    banned = {os.path.realpath(p) for p in excluded}
+    holders: set[str] = set()
+    for path in banned:
+        parent = os.path.dirname(path)
+        while parent and parent not in holders:
+            holders.add(parent)
+            if parent == "/":
+                break
+            parent = os.path.dirname(parent)
+    out: list[str] = []
+
+    def grant(path: str) -> None:
+        real = os.path.realpath(path)
+        if real in banned:
+            return
+        if real not in holders:
+            out.append(real)
+            return
+        try:
+            entries = sorted(os.listdir(real))
+        except OSError:
+            return
+        for name in entries:
+            grant(os.path.join(real, name))
+
+    for path in _existing(paths):
+        grant(path)
+    return tuple(dict.fromkeys(out))
 
 
 def _existing(paths: Iterable[str]) -> list[str]:
@@ -315,14 +352,23 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
     return b"".join(prog)
 
 
-def apply_seccomp(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None) -> None:
-    """Install the filter on every thread of this process (TSYNC)."""
+def apply_seccomp(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None,
+                  allow_list: bool = True) -> str:
+    """Install a filter on every thread of this process (TSYNC): libseccomp's allow-list
+    (kag.core.trust.seccomp_allow) where libseccomp is installed, else the deny-list assembled
+    here. Returns which one, as ``kag doctor`` and a result's ``confinement`` name it."""
+    from kag.core.trust import seccomp_allow
+
+    if allow_list and seccomp_allow.available():
+        seccomp_allow.apply_allow_list(no_exec, no_fork, own_pid)
+        return "seccomp (allow-list, libseccomp)"
     program = seccomp_program(no_exec, no_fork, own_pid)
     filters = ctypes.create_string_buffer(program)
     fprog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(filters)))
     set_no_new_privs()
     _syscall(SYSCALLS[arch()]["seccomp"], ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
              ctypes.c_uint(SECCOMP_FILTER_FLAG_TSYNC), fprog)
+    return "seccomp (deny-list: libseccomp is not installed)"
 
 
 def seccomp_mode() -> int:

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
                                                       devices=tuple(confine.device_paths(False)), scope_signals=True))
     if args.seccomp and confine.arch() in confine.SYSCALLS:
-        confine.apply_seccomp(no_exec=False, no_fork=False)
+        confine.apply_seccomp(no_exec=False, no_fork=False, allow_list=False)  # agent commands run any tool
     os.execvp(command[0], command)
 
 

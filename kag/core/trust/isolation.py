@@ -60,6 +60,7 @@ class CandidatePlan:
 
     tmp_dir: str
     read_paths: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = ()  # library files whose GPU code the fatbin wall removed (kag.core.trust.fatbin_wall)
     cuda: bool = True
     landlock: bool = True
     seccomp: bool = True
@@ -91,7 +92,7 @@ class CandidatePlan:
             abort_exits()
         if self.landlock and confine.landlock_abi() > 0:
             policy = confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
-                                            devices=tuple(confine.device_paths(self.cuda)))
+                                            devices=tuple(confine.device_paths(self.cuda)), exclude=self.unreadable)
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
 
@@ -169,7 +170,13 @@ def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan
     package = os.path.dirname(os.path.realpath(kag.__file__))  # an editable install is not on sys.path
     reads = tuple(system_read_paths(guarded)) + (evals_root(), package)
     off = os.environ.get("KAG_CONFINE", "1") == "0"
-    return CandidatePlan(tmp_dir=tmp, read_paths=reads, cuda=cuda, landlock=not off, seccomp=not off)
+    unreadable: tuple[str, ...] = ()
+    if cuda and not off:  # what the fatbin wall removes must not be read back from the files
+        from kag.core.trust.fatbin_wall import fatbin_files
+
+        unreadable = tuple(fatbin_files(cache_dir=str(cache_root())))
+    return CandidatePlan(tmp_dir=tmp, read_paths=reads, unreadable=unreadable, cuda=cuda, landlock=not off,
+                         seccomp=not off)
 
 
 def _unshare(flags: int) -> bool:

@@ -4,17 +4,25 @@ Static (feedback for the agent): imports of threading/multiprocessing/subprocess
 ``os.fork``/``os.system``, CUDA stream creation in Python or C++, ``std::thread``/``fork``/``popen``
 in C++, tensor subclasses.
 
+Runtime (in the judge, on the kernel records of every call, kag.core.eval.observe): the calls of a
+window must not run concurrently on the GPU, one call must not do the GPU work of the others, and
+no call may launch nothing while the others launch kernels. A window times several calls back to
+back; a solution that knows it and overlaps them, or computes later calls' outputs early, would be
+credited the throughput of many calls, not one call's time.
+
 What makes hidden work pointless at run time is the judge, not this guard: the candidate is
 stopped (SIGSTOP) whenever it is outside a window the judge measures, so no thread of it can work
-between calls; on a GPU the window lasts until a probe kernel of the judge's finds the GPU idle,
-so work left queued on any stream is timed; seccomp refuses to create processes; outputs cross to
-the judge only as exact ``torch.Tensor`` (the channel refuses subclasses and lazy wrappers).
+between windows; on a GPU the window lasts until a probe kernel of the judge's finds the GPU idle,
+so work left queued on any stream is timed; single-call windows bound what overlapping calls can
+buy (kag.core.eval.judge_timing.WindowTiming.floor_s); seccomp refuses to create processes; outputs
+cross to the judge only as exact ``torch.Tensor`` (the channel refuses subclasses and lazy wrappers).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from kag.core.eval.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
 from kag.core.hookspecs import hookimpl
@@ -69,6 +77,26 @@ class NoHiddenWork(GuardBase):
                 elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_dispatch__", "__torch_function__"):
                     found.append(self.violation(where, f"defines {node.name}: a tensor subclass that can defer work"))
         return found
+
+
+    def check_observations(self, obs: Any, info: Any) -> list[Violation]:
+        found = []
+        if obs.overlapping_calls > max(2, OVERLAP_SHARE * obs.calls):
+            found.append(self.violation("ModelNew.forward", f"{obs.overlapping_calls} of {obs.calls} calls started GPU work "
+                                        "before the previous call's had finished: calls of one window ran concurrently "
+                                        "(each call's work must be done, on its stream, before the next call's)"))
+        if obs.windows >= 4 and obs.uneven_windows > UNEVEN_WINDOWS * obs.windows:
+            found.append(self.violation("ModelNew.forward", f"in {obs.uneven_windows} of {obs.windows} windows one call held "
+                                        "most of the window's GPU time: calls doing the work of other calls"))
+        if obs.idle_calls > max(2, IDLE_SHARE * obs.calls):
+            found.append(self.violation("ModelNew.forward", f"{obs.idle_calls} of {obs.calls} calls launched no GPU work "
+                                        "while the others did: their work was done by other calls"))
+        return found
+
+
+OVERLAP_SHARE = 0.01
+UNEVEN_WINDOWS = 0.5
+IDLE_SHARE = 0.1
 
 
 @hookimpl

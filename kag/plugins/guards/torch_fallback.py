@@ -60,7 +60,8 @@ def is_allowed_op(name: str) -> bool:
 
 
 class NoTorchFallback(GuardBase):
-    """Static AST/regex checks, and the operators every call ran (profiler observations)."""
+    """Static AST/regex checks, the symbols the built module imports, and the operators every
+    call ran (profiler observations)."""
 
     name = "no-torch-fallback"
 
@@ -68,6 +69,16 @@ class NoTorchFallback(GuardBase):
         from kag.plugins.guards.fallback_static import fallback_findings
 
         return [self.violation(where, what) for where, what in fallback_findings(solution, self.options)]
+
+    def check_build(self, module_path: str, info: RunInfo) -> list[Violation]:
+        """The module's imports against kag.core.trust.symbols' allow-list (provenance by symbols,
+        not by the names a solution writes)."""
+        from kag.core.trust.symbols import demangle, refused_imports
+
+        refused = refused_imports(module_path, info.allow_cublas and self.options.allow_cublas,
+                                  info.allow_cudnn and self.options.allow_cudnn)
+        names = demangle(s for s, _ in refused)
+        return [self.violation("the built module", f"imports {names[s][:160]}: it {why}") for s, why in refused[:10]]
 
     def check_observations(self, obs: Any, info: RunInfo) -> list[Violation]:
         found = [self.violation("ModelNew.forward", f"PyTorch compute op {name} ran inside forward"

@@ -8,7 +8,6 @@ import torch
 from kag.core.eval.channel import RefusedObject, dumps, restricted_loads
 from kag.core.eval.compare import compare_outputs
 from kag.core.plugins import Plugins
-from kag.core.eval.judge_timing import time_in_process
 from kag.core.eval.timing import Clock, summarize
 
 LOOSE = lambda dtype: (1e-2, 1e-2)  # noqa: E731
@@ -130,12 +129,7 @@ def test_restricted_unpickling_allows_tensors_and_refuses_subclasses():
         restricted_loads(dumps(Evil()))
 
 
-def test_timing_loop_refills_flushes_and_summarizes():
-    clock = Clock("cpu")
-    refills, flushes = [], []
-    times = time_in_process(lambda: torch.randn(100).sum(), refills.append, lambda: flushes.append(1),
-                            clock.synchronize, warmup=2, iters=7)
-    assert refills == list(range(9)) and len(flushes) == 9 and len(times) == 7 and all(t >= 0 for t in times)
+def test_timings_summarize_to_a_median_and_spread():
     stats = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
     assert stats.median_ms == 3.0 and stats.min_ms == 1.0 and stats.max_ms == 100.0 and stats.n == 5
     assert stats.iqr_ms == pytest.approx(2.0)

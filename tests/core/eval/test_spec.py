@@ -47,7 +47,7 @@ def test_a_field_one_side_does_not_know_is_an_error_not_a_loss():
 def test_report_round_trip_and_merge_into_the_result():
     report = JudgeReport(correct=True, times_ms={"candidate": 1.5, "eager": 3.0},
                          timing={"candidate": TimingStats(1.5, 1.6, 1.4, 2.0, 0.1, 0.1, 100)},
-                         notes=["n"], calibration={"null_call_us": 60.0}, rechecked_calls=12)
+                         notes=["n"], calibration={"null_window_ms": 0.06}, rechecked_calls=12)
     report.violation("evaluator", "timing: something")
     back = from_dict(JudgeReport, json.loads(json.dumps(to_dict(report))))
     assert back == report and isinstance(back.timing["candidate"], TimingStats)

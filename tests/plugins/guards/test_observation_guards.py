@@ -164,16 +164,16 @@ def test_ops_on_a_thread_the_solution_starts_are_its_own_even_after_forward_retu
 
 
 def test_a_session_without_forward_calls_still_knows_the_harness_thread():
-    """The reference's calls and the hand-overs mark the harness's thread too: what the harness
-    does between them in a session with no forward call (loading weights) is not the solution's,
-    while a thread the solution started still is."""
+    """The windows and the hand-overs mark the harness's thread too: what the harness does between
+    them in a session with no forward call (loading weights) is not the solution's, while a thread
+    the solution started still is."""
     import threading
 
     obs = CallObserver("cpu")
     obs.start()
     with torch.no_grad():
-        with obs.reference_range():
-            torch.relu(X)  # the reference's own operator
+        with obs.window_range():
+            torch.relu(X)  # the harness's, around a window (no call in it)
         X.mul(2.0)  # the harness between calls (e.g. load_state_dict)
         with obs.post_range():
             pass
@@ -187,7 +187,7 @@ def test_a_session_without_forward_calls_still_knows_the_harness_thread():
 
 def test_a_solution_thread_that_marks_itself_as_the_harness_is_still_seen_during_forward():
     """The attack on the harness-thread rule: a thread the solution starts opens the harness's
-    own ranges (``kag::reference``, ``kag::post``, a short ``kag::forward`` nested in the call's)
+    own ranges (``kag::window``, ``kag::post``, a short ``kag::forward`` nested in the call's)
     to pass as the harness, then computes while forward runs. Operators that start inside a
     forward range count, whatever their thread and whatever ranges were opened inside it."""
     import threading
@@ -198,7 +198,7 @@ def test_a_solution_thread_that_marks_itself_as_the_harness_is_still_seen_during
 
     def spoof() -> None:
         go.wait()
-        for name in ("kag::reference", "kag::post", "kag::forward"):
+        for name in ("kag::window", "kag::post", "kag::forward"):
             with record_function(name):
                 pass
         torch.tanh(X)

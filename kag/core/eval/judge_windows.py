@@ -1,0 +1,67 @@
+"""The judge's loop over a plan of windows, one loop for the candidate and the baseline runner.
+
+Trusted side. For each window of a ``Plan`` (kag.core.eval.judge_timing): fresh inputs into the
+child's staged sets (each call of the window its own seed, a keyed hash the child cannot invert),
+the cache flushed, the GPU idle, then the window on the judge's clock. ``after`` runs between
+windows (the candidate's secret re-checks and poisoning); ``pause_s`` makes every gap between two
+windows, as the child's own clock sees it, the same length whatever ``after`` did, so a pause
+tells the child nothing about which of its calls were compared.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from kag.core.eval.judge_timing import Plan, WindowTiming
+
+# after(kind, calls, seeds, timing) -> whether outputs of the window were compared and right;
+# raises CandidateFailure to end the timing (a failed hand-over), returns None on a mismatch it reported
+After = Callable[[str, int, list[int], WindowTiming], "bool | None"]
+
+
+def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, purpose: str, timeout_s: float,
+                phase: str, after: After | None = None, pause_s: float = 0.0,
+                sampler: Callable[[], Any] | None = None, deadline: float | None = None,
+                counter: list[int] | None = None) -> WindowTiming:
+    """Run ``plan`` on ``proc`` (a kag.core.eval.candidate_process.CandidateProcess) whose input sets
+    the judge sees as ``sets``; return the windows by kind. ``counter`` numbers the calls across
+    timings (seeds never repeat); ``sampler()`` makes a fresh CPU sampler for a sampled window.
+    ``deadline`` (monotonic) ends the timing as a timeout."""
+    from kag.core.eval.candidate_process import CandidateFailure
+
+    timing = WindowTiming(calls=plan.calls)
+    counter = counter if counter is not None else [0]
+    last_end: float | None = None
+    for kind in plan.order:
+        calls = plan.calls_of(kind)
+        seeds = []
+        for j in range(calls):
+            seeds.append(judge.derived_seed(purpose, counter[0]))
+            counter[0] += 1
+            judge.fill(sets[j], judge.make_inputs(seeds[-1]))
+        judge.settle()
+        if last_end is not None and pause_s > 0:  # the same gap after every window
+            wait = last_end + pause_s - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+        left = timeout_s if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            raise CandidateFailure("timeout", f"{phase} did not finish within its time limit")
+        window = proc.window(calls, left, phase, null=(kind == "null"),
+                             sampler=sampler() if (kind == "sampled" and sampler is not None) else None)
+        last_end = time.perf_counter()
+        if kind == "timed":
+            timing.timed_s.append(window)
+        elif kind == "null":
+            timing.null_s.append(window)
+        elif kind == "single":
+            timing.single_s.append(window)
+        if after is not None and calls:
+            verdict = after(kind, calls, seeds, timing)
+            if verdict is None:  # a mismatch: the verdict is in
+                timing.failed = True
+                return timing
+            if verdict and kind == "timed":
+                timing.verified.append(len(timing.timed_s) - 1)
+    return timing

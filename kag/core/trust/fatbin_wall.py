@@ -1,0 +1,226 @@
+"""The fatbin wall: PyTorch's own CUDA kernels cannot run in a candidate process.
+
+Applied by the candidate's harness on itself during ``prepare``, before any solution code exists
+there (so the code that raises it is still the evaluator's). CUDA loads a kernel's code lazily,
+from the ``.nv_fatbin`` section of the library that registered it, the first time the kernel is
+launched. The wall maps anonymous pages over that section of every loaded library with GPU code
+(libtorch_cuda.so, cuSPARSE, cuRAND, NCCL, ...) except the libraries the task's policy allows
+(cuBLAS for GEMM, cuDNN for conv) and NVRTC, after the kernels the harness and a model's
+construction need have been loaded (fills, random initialisation, arange). From then on every
+other PyTorch CUDA kernel fails to load ("device kernel image is invalid"), whoever launches it:
+a Python op, a C++ ``at::cuda::`` or ``at::native::`` call, ``redispatch``, a function pointer found
+with ``dlsym``, an operator run with RecordFunction switched off. The bytes are gone from this
+process; the files they came from are unreadable to it (kag.core.trust.isolation leaves them out of
+Landlock's read rules), so they cannot be loaded again. Measured on an H100 (2026-11-26,
+bench/results/2026-11-26-90fca86-h100): fills ran, relu/add/sum failed, a cuBLAS matmul and an
+NVRTC kernel of the process's own ran; raising the wall took 55 ms.
+
+The solution's own extension is imported after the wall, so its kernels load as usual.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+import re
+import struct
+from typing import Any, Iterable
+
+FATBIN = ".nv_fatbin"
+CUBLAS = re.compile(r"^libcublas(Lt)?\.so")
+CUDNN = re.compile(r"^libcudnn")
+# NVRTC (the nvrtc backend compiles the solution's kernels with it, at run time), the profiler that
+# records every call's kernels (CUPTI), and the CUDA runtime's own helpers
+ALWAYS_ALLOWED = re.compile(r"^(libnvrtc|libcupti|libnvperf|libnvJitLink|libcudart|libnvToolsExt|libpc_sampling)")
+PROT_READ, PROT_WRITE = 1, 2
+MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
+
+
+def elf_section(path: str, name: str = FATBIN) -> tuple[int, int] | None:
+    """(virtual address, size) of section ``name`` of the 64-bit ELF file at ``path``, None if it
+    has none (or is not such a file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                return None
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+            if not shoff or not shnum or shstrndx >= shnum or shentsize < 64:
+                return None
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            if len(table) < shentsize * shnum:
+                return None
+            secs = [struct.unpack_from("<IIQQQQ", table, i * shentsize) for i in range(shnum)]
+            f.seek(secs[shstrndx][4])
+            names = f.read(secs[shstrndx][5])
+    except OSError:
+        return None
+    want = name.encode()
+    for sh_name, _type, _flags, addr, _offset, size in secs:
+        end = names.find(b"\0", sh_name)
+        if names[sh_name:end] == want and size:
+            return addr, size
+    return None
+
+
+def mapped_libraries() -> dict[str, int]:
+    """Each shared library mapped in this process and its load base (where file offset 0 is)."""
+    bases: dict[str, int] = {}
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 6 or not (parts[5].endswith(".so") or ".so." in parts[5]):
+                continue
+            if int(parts[2], 16) == 0 and parts[5] not in bases:
+                bases[parts[5]] = int(parts[0].split("-")[0], 16)
+    return bases
+
+
+def allowed(path: str, allow_cublas: bool, allow_cudnn: bool) -> bool:
+    """Whether the library at ``path`` keeps its GPU code (the task's policy, and NVRTC)."""
+    base = os.path.basename(path)
+    return bool(ALWAYS_ALLOWED.match(base) or (allow_cublas and CUBLAS.match(base))
+                or (allow_cudnn and CUDNN.match(base)))
+
+
+def preload(device: str) -> None:
+    """Load the PyTorch kernels a candidate may still run after the wall: fills and zeros of every
+    common dtype (the harness's poison and null window, zeroed accumulators), and what a model's
+    construction on the device runs (uniform_/normal_ initialisation, arange)."""
+    import torch
+
+    ints = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
+    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+    for dt in floats + ints:
+        t = torch.empty(8, dtype=dt, device=device)
+        t.fill_(1)
+        t.zero_()
+        torch.zeros(8, dtype=dt, device=device)
+        torch.ones(8, dtype=dt, device=device)
+        torch.full((8,), 1, dtype=dt, device=device)
+    for dt in floats:
+        torch.empty(8, dtype=dt, device=device).uniform_()
+        torch.empty(8, dtype=dt, device=device).normal_()
+        torch.rand(8, dtype=dt, device=device)
+        torch.randn(8, dtype=dt, device=device)
+    for dt in (torch.int64, torch.int32, torch.float32):
+        torch.arange(8, dtype=dt, device=device)
+    torch.cuda.synchronize()
+
+
+def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True) -> list[str]:
+    """Map anonymous read-only pages over the GPU code of every loaded library the policy does not
+    allow (bytes of other sections sharing the first and last page are kept). Returns the names of
+    the libraries walled; raises OSError when a mapping fails (the candidate must not go on)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.PAGESIZE
+    walled = []
+    for path, base in sorted(mapped_libraries().items()):
+        if allowed(path, allow_cublas, allow_cudnn):
+            continue
+        found = elf_section(path)
+        if found is None:
+            continue
+        addr, size = base + found[0], found[1]
+        lo, hi = addr // page * page, (addr + size + page - 1) // page * page
+        keep_lo = ctypes.string_at(lo, addr - lo)
+        keep_hi = ctypes.string_at(addr + size, hi - addr - size)
+        got = libc.mmap(lo, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        if got != lo:
+            err = ctypes.get_errno()
+            raise OSError(err, f"the fatbin wall could not cover {path}: {os.strerror(err)}")
+        ctypes.memmove(lo, keep_lo, len(keep_lo))
+        ctypes.memmove(addr + size, keep_hi, len(keep_hi))
+        if libc.mprotect(lo, hi - lo, PROT_READ) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"the fatbin wall could not protect {path}: {os.strerror(err)}")
+        walled.append(os.path.basename(path))
+    return walled
+
+
+WALLED_ERROR = re.compile(r"device kernel image is invalid|cudaErrorInvalidKernelImage|no kernel image is available")
+WALLED_HINT = ("PyTorch's own CUDA kernels cannot run in a solution (only its fills and random initialisation, "
+               "cuBLAS and cuDNN where the task allows them, and the solution's own kernels): a call of forward "
+               "or ModelNew's construction launched one")
+
+
+def explain(message: str) -> str:
+    """An error a walled kernel caused, with what it means (others unchanged)."""
+    return f"{WALLED_HINT}: {message}" if WALLED_ERROR.search(message) and WALLED_HINT not in message else message
+
+
+# ---------------------------------------------------------------------------------------------
+# the files the wall's bytes come from: kept out of the candidate's reach (Landlock)
+def library_roots() -> list[str]:
+    """Where Python packages and CUDA toolkits keep libraries with GPU code."""
+    import site
+    import sys
+
+    roots = [p for p in sys.path if p and os.path.isabs(p) and os.path.basename(p) in ("site-packages", "dist-packages")]
+    try:
+        roots += site.getsitepackages()
+    except AttributeError:
+        pass
+    for cuda in ("/usr/local/cuda", os.environ.get("CUDA_HOME") or ""):
+        if cuda:
+            roots += [os.path.join(cuda, "lib64"), os.path.join(cuda, "targets")]
+    return sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})
+
+
+def _scan(roots: Iterable[str]) -> list[str]:
+    found = []
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d not in ("__pycache__", "tests", "include")]
+            for name in filenames:
+                if (name.endswith(".so") or ".so." in name) and not name.endswith(".py"):
+                    path = os.path.join(dirpath, name)
+                    if os.path.isfile(path) and not os.path.islink(path) and elf_section(path) is not None:
+                        found.append(path)
+    return sorted(found)
+
+
+def fatbin_files(allow_cublas: bool = True, allow_cudnn: bool = True, cache_dir: str | None = None) -> list[str]:
+    """Every library file under ``library_roots()`` with GPU code the policy does not allow, real
+    paths. The scan (a few seconds on a full CUDA environment) is cached in the evaluator's cache,
+    keyed by the roots and their modification times."""
+    roots = library_roots()
+    stamp = {r: _tree_stamp(r) for r in roots}
+    cache = os.path.join(cache_dir, "fatbin_libraries.json") if cache_dir else None
+    files: list[str] | None = None
+    if cache:
+        try:
+            with open(cache) as f:
+                data = json.load(f)
+            if data.get("stamp") == stamp:
+                files = list(data["files"])
+        except (OSError, ValueError, KeyError):
+            files = None
+    if files is None:
+        files = _scan(roots)
+        if cache:
+            try:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                tmp = f"{cache}.{os.getpid()}"
+                with open(tmp, "w") as f:
+                    json.dump({"stamp": stamp, "files": files}, f)
+                os.replace(tmp, cache)
+            except OSError:
+                pass
+    return [p for p in files if not allowed(p, allow_cublas, allow_cudnn)]
+
+
+def _tree_stamp(root: str) -> list[Any]:
+    """The modification times of ``root`` and its package folders (an install changes them)."""
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+        return [os.stat(root).st_mtime_ns] + [[e.name, e.stat().st_mtime_ns] for e in entries if e.is_dir()]
+    except OSError:
+        return []

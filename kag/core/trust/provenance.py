@@ -1,0 +1,228 @@
+"""Provenance by where the work runs: the candidate's CPU time, sampled from outside it.
+
+Trusted side (the judge). During *sampled windows* (windows like the timed ones, which the judge
+places in secret among them and does not time) the judge stops the candidate at random moments
+(SIGSTOP), reads each of its threads' program counter from ``/proc/<pid>/task/<tid>/syscall`` (a
+stopped thread that was running user code shows a negative number, sp and pc; one blocked in a
+system call shows the call and is idle), resumes it, and finds which mapped file each counter lies in (``/proc/<pid>/maps``). Nothing
+the candidate does can change what the kernel reports here, and no flag of its own switches it off:
+a kernel of PyTorch's runs in PyTorch's library whoever called it (Python, a C++ ``at::cpu::`` or
+``at::native::`` call, ``redispatch``, a pointer from ``dlsym``, ctypes, RecordFunction switched off).
+
+Each sample of a running thread is put in one of:
+- ``solution``: the solution's built module (its build folder);
+- ``torch``: PyTorch's compute libraries (libtorch_cpu.so, libtorch.so, libtorch_cuda.so: ATen's
+  kernels and its dispatch, oneDNN and MKL linked in);
+- ``foreign``: other libraries that compute (numpy, OpenBLAS, ...);
+- ``runtime``: the interpreter and PyTorch's Python bindings, libc/libm/libstdc++, OpenMP, libc10
+  (allocation, tensor metadata), the CUDA driver and runtime, cuBLAS and cuDNN's host code,
+  anonymous memory (what honest code runs on too).
+On the CPU backend the solution's work is computing, so the samples that compute are weighed: when
+more than ``FOREIGN_SHARE`` of the ``solution``, ``torch`` and ``foreign`` samples are ``torch`` or
+``foreign``, the work was done by another library's code, a violation. On a GPU the CPU mostly
+launches and waits (``runtime``), and PyTorch's CUDA kernels cannot run at all
+(kag.core.trust.fatbin_wall): there the share is of every running sample, which catches compute
+moved to the CPU. Measured on the CPU examples: an honest C++ kernel has 10-25% of its computing
+samples in PyTorch (allocation and dispatch); a fallback through at::cpu:: 95%.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import re
+import signal
+from bisect import bisect_right
+from typing import Any, Callable
+
+import attrs
+
+SAMPLES_PER_CALL = 12  # on average, spread at random over a call's expected time
+FOREIGN_SHARE = 0.5  # more than this share of the calls' samples in PyTorch's or another library's code ...
+WILSON_Z = 3.0  # ... beyond three standard errors (an honest kernel at 25% is flagged with probability ~1e-4)
+MIN_SAMPLES = 8  # no verdict on fewer samples
+TORCH_LIBS = re.compile(r"^libtorch(_cpu|_cuda|_cuda_linalg)?\.so")
+RUNTIME_LIBS = re.compile(r"^(ld-linux|libc\.|libc-|libm\.|libm-|libpthread|libdl|librt|libstdc\+\+|libgcc|libgomp|"
+                          r"libiomp|libc10|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libpython|libz\.|libffi|"
+                          r"libutil|libnvidia|libshm|libtorch_global|libtorch_python|libcupti|libkineto|libnvToolsExt|libnuma)")
+RUNTIME_PATHS = re.compile(r"(^\[|/python\d|/bin/python|/lib-dynload/|_ctypes|/torch/_C\.|/_C\.cpython)")
+
+
+@attrs.define
+class Mapping:
+    start: int
+    end: int
+    path: str
+
+
+def read_maps(pid: int) -> list[Mapping]:
+    out = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            out.append(Mapping(lo, hi, parts[5].strip() if len(parts) > 5 else ""))
+    out.sort(key=lambda m: m.start)
+    return out
+
+
+def category(path: str, solution_dir: str | None) -> str:
+    """Which of solution, torch, foreign, runtime a mapped file's code counts as."""
+    if solution_dir and path.startswith(solution_dir.rstrip("/") + "/"):
+        return "solution"
+    base = os.path.basename(path)
+    if TORCH_LIBS.match(base):
+        return "torch"
+    if not path or path.startswith("[") or RUNTIME_LIBS.match(base) or RUNTIME_PATHS.search(path):
+        return "runtime"
+    if base.endswith(".so") or ".so." in base:
+        return "foreign"
+    return "runtime"
+
+
+def running_pcs(pid: int, fds: dict[str, int] | None = None) -> list[int]:
+    """The program counters of ``pid``'s threads that were running user code when it stopped
+    (``fds`` keeps each thread's file open between samples)."""
+    pcs: list[int] = []
+    fds = {} if fds is None else fds
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return pcs
+    for tid in tids:
+        try:
+            fd = fds.get(tid)
+            if fd is None:
+                fd = fds[tid] = os.open(f"/proc/{pid}/task/{tid}/syscall", os.O_RDONLY | os.O_CLOEXEC)
+            fields = os.pread(fd, 512, 0).decode("ascii", "replace").split()
+        except OSError:
+            continue
+        # "-1 sp pc", or a negative number (an interrupt's vector) in its place: stopped in user code;
+        # a system call's number and arguments: blocked (or leaving) a call, idle for our purpose
+        if fields and fields[0].startswith("-") and len(fields) >= 3:
+            try:
+                pcs.append(int(fields[2], 16))
+            except ValueError:
+                continue
+    return pcs
+
+
+def wilson_lower(k: int, n: int, z: float = WILSON_Z) -> float:
+    """The lower end of the Wilson score interval of a share ``k / n`` (``z`` standard errors)."""
+    if n <= 0:
+        return 0.0
+    p = k / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
+@attrs.define
+class CpuProvenance:
+    """The samples of one candidate's sampled windows and what they say."""
+
+    pid: int
+    solution_dir: str | None
+    gpu: bool = False  # a GPU backend: shares of every running sample, not of the computing ones
+    expected_s: float = 0.001  # a call's expected time: samples are spread over it
+    counts: dict[str, int] = attrs.field(factory=lambda: {"solution": 0, "torch": 0, "foreign": 0, "runtime": 0})
+    places: dict[str, int] = attrs.field(factory=dict)  # samples per library file (the report's detail)
+    windows: int = 0
+    attempts: int = 0  # samples taken (running threads or not)
+    stop: Callable[[], None] | None = None  # the judge's stop and resume of the candidate (its bookkeeping)
+    resume: Callable[[], None] | None = None
+    _fds: dict[str, int] = attrs.field(factory=dict)
+    _maps: list[Mapping] = attrs.field(factory=list)
+    _starts: list[int] = attrs.field(factory=list)
+
+    @classmethod
+    def for_process(cls, pid: int, module_dir: str | None, cand: Any = None,
+                    gpu: bool = False) -> "CpuProvenance | None":
+        """None where the stopped candidate's threads cannot be read here."""
+        try:
+            with open(f"/proc/{pid}/task/{pid}/syscall"):
+                pass
+        except OSError:
+            return None
+        prov = cls(pid=pid, solution_dir=os.path.realpath(module_dir) if module_dir else None, gpu=gpu)
+        if cand is not None:
+            prov.stop, prov.resume = cand.stop, cand.resume
+        return prov
+
+    def _where(self, pc: int) -> str:
+        for attempt in (0, 1):
+            if attempt or not self._maps:
+                self._maps = read_maps(self.pid)
+                self._starts = [m.start for m in self._maps]
+            i = bisect_right(self._starts, pc) - 1
+            if i >= 0 and self._maps[i].start <= pc < self._maps[i].end:
+                return self._maps[i].path
+        return ""
+
+    def sample(self) -> None:
+        """Stop the candidate, record where its running threads are, resume it."""
+        self.attempts += 1
+        if self.stop is not None:
+            self.stop()
+        else:  # a child of this process: stopped once waitpid says so
+            os.kill(self.pid, signal.SIGSTOP)
+            os.waitpid(self.pid, os.WUNTRACED)
+        try:
+            for pc in running_pcs(self.pid, self._fds):
+                path = self._where(pc)
+                kind = category(path, self.solution_dir)
+                self.counts[kind] += 1
+                name = os.path.basename(path) or "[anonymous]"
+                self.places[name] = self.places.get(name, 0) + 1
+        finally:
+            if self.resume is not None:
+                self.resume()
+            else:
+                os.kill(self.pid, signal.SIGCONT)
+
+    def window_sampler(self) -> Callable[[], float | None]:
+        """A sampler for one window (kag.core.eval.candidate_process.wait_done): the first call
+        returns the delay to the first sample, each later one samples and returns the next delay."""
+        rng = random.SystemRandom()
+        mean = max(self.expected_s, 2e-4) / SAMPLES_PER_CALL
+        started = [False]
+        self.windows += 1
+
+        def sampler() -> float | None:
+            if started[0]:
+                self.sample()
+            started[0] = True
+            return rng.expovariate(1.0 / mean)
+
+        return sampler
+
+    @property
+    def running(self) -> int:
+        return sum(self.counts.values())
+
+    def verdicts(self) -> list[str]:
+        outside = self.counts["torch"] + self.counts["foreign"]
+        n = self.running if self.gpu else outside + self.counts["solution"]
+        if n < MIN_SAMPLES:
+            return []
+        if wilson_lower(outside, n) > FOREIGN_SHARE:
+            top = sorted(self.places.items(), key=lambda kv: -kv[1])[:4]
+            where = ", ".join(f"{name} {count}" for name, count in top)
+            of = "running samples" if self.gpu else "samples of computing code"
+            return [f"{outside} of {n} {of} in the candidate's threads during its calls were in PyTorch's or another "
+                    f"library's code ({self.counts['torch']} in PyTorch), {self.counts['solution']} in the solution's own "
+                    f"module ({where}): its work is done by code that is not the solution's"]
+        return []
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+    def summary(self) -> dict[str, Any]:
+        return {"windows": self.windows, "samples": self.attempts, "running_samples": self.running, **self.counts,
+                "top": dict(sorted(self.places.items(), key=lambda kv: -kv[1])[:6])}

@@ -1,0 +1,184 @@
+"""The candidate's seccomp filter as an allow-list, assembled by libseccomp.
+
+Trusted side (applied in the candidate's ``prepare``, before any solution code). libseccomp (the
+library Docker, systemd and podman use) turns names into numbers for this architecture, handles
+the x32 ABI and multiplexed calls, and writes the BPF; kag only lists what a candidate needs. Every
+syscall not listed fails with EPERM (``clone3`` with ENOSYS, so libc falls back to ``clone``, whose
+flags a filter can read).
+
+The list is Docker's default profile for a container without capabilities (moby
+``profiles/seccomp/default.json``: the calls it allows unconditionally and those it gates on an
+architecture), narrowed where a candidate needs less than a container:
+
+- ``socket`` only for local, IP and netlink families (Docker refuses AF_VSOCK alone);
+- no process creation or exec (``fork``, ``vfork``, ``execve``, ``execveat``; ``clone`` only with
+  ``CLONE_THREAD``: threads, not processes);
+- signals only to itself (``kill``/``tgkill`` with its own pid, 0 or its group; no ``tkill``,
+  ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``, ``pidfd_*``);
+- no ``ptrace``, ``process_vm_*`` (Docker allows them from kernel 4.8), no ``io_uring_*``;
+- ``get_mempolicy``/``mbind``/``set_mempolicy`` added (Docker gates them on CAP_SYS_NICE; they act
+  on the caller's own memory, and NUMA-aware allocators call them).
+
+``ALLOWED`` and ``CONDITIONAL`` are the whole policy; ``kag doctor`` says which filter is active.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+from typing import Any
+
+# Docker's default allow-list (no capabilities), less what a candidate must not do.
+ALLOWED = (
+    "accept", "accept4", "access", "adjtimex", "alarm", "bind", "brk", "capget", "capset", "chdir", "chmod",
+    "chown", "clock_adjtime", "clock_getres", "clock_gettime", "clock_nanosleep", "close", "close_range", "connect",
+    "copy_file_range", "creat", "dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_ctl_old",
+    "epoll_pwait", "epoll_pwait2", "epoll_wait", "epoll_wait_old", "eventfd", "eventfd2", "exit", "exit_group",
+    "faccessat", "faccessat2", "fadvise64", "fallocate", "fanotify_mark", "fchdir", "fchmod", "fchmodat", "fchown",
+    "fchownat", "fcntl", "fdatasync", "fgetxattr", "flistxattr", "flock", "fremovexattr", "fsetxattr", "fstat",
+    "fstatfs", "fsync", "ftruncate", "futex", "futex_waitv", "futimesat", "getcpu", "getcwd", "getdents",
+    "getdents64", "getegid", "geteuid", "getgid", "getgroups", "getitimer", "getpeername", "getpgid", "getpgrp",
+    "getpid", "getppid", "getpriority", "getrandom", "getresgid", "getresuid", "getrlimit", "get_robust_list",
+    "getrusage", "getsid", "getsockname", "getsockopt", "get_thread_area", "gettid", "gettimeofday", "getuid",
+    "getxattr", "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel", "ioctl",
+    "io_destroy", "io_getevents", "io_pgetevents", "ioprio_get", "ioprio_set", "io_setup", "io_submit", "ipc",
+    "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "lchown", "lgetxattr", "link", "linkat",
+    "listen", "listxattr", "llistxattr", "lremovexattr", "lseek", "lsetxattr", "lstat", "madvise", "membarrier",
+    "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod", "mknodat", "mlock", "mlock2", "mlockall",
+    "mmap", "mprotect", "mq_getsetattr", "mq_notify", "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink",
+    "mremap", "msgctl", "msgget", "msgrcv", "msgsnd", "msync", "munlock", "munlockall", "munmap", "name_to_handle_at",
+    "nanosleep", "newfstatat", "open", "openat", "openat2", "pause", "pipe", "pipe2", "pkey_alloc", "pkey_free",
+    "pkey_mprotect", "poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64", "pselect6", "pwrite64",
+    "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg",
+    "remap_file_pages", "removexattr", "rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
+    "rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
+    "sched_getaffinity", "sched_getattr", "sched_getparam", "sched_get_priority_max", "sched_get_priority_min",
+    "sched_getscheduler", "sched_rr_get_interval", "sched_setaffinity", "sched_setattr", "sched_setparam",
+    "sched_setscheduler", "sched_yield", "seccomp", "select", "semctl", "semget", "semop", "semtimedop", "sendfile",
+    "sendmmsg", "sendmsg", "sendto", "setfsgid", "setfsuid", "setgid", "setgroups", "setitimer", "setpgid",
+    "setpriority", "setregid", "setresgid", "setresuid", "setreuid", "setrlimit", "set_robust_list", "setsid",
+    "setsockopt", "set_thread_area", "set_tid_address", "setuid", "setxattr", "shmat", "shmctl", "shmdt", "shmget",
+    "shutdown", "sigaltstack", "signalfd", "signalfd4", "socketpair", "splice", "stat", "statfs", "statx", "symlink",
+    "symlinkat", "sync", "sync_file_range", "syncfs", "sysinfo", "tee", "time", "timer_create", "timer_delete",
+    "timer_getoverrun", "timer_gettime", "timer_settime", "timerfd_create", "timerfd_gettime", "timerfd_settime",
+    "times", "truncate", "umask", "uname", "unlink", "unlinkat", "utime", "utimensat", "utimes", "vmsplice", "wait4",
+    "waitid", "write", "writev",
+    # architecture-gated in Docker's profile
+    "arch_prctl", "modify_ldt",
+    # gated on CAP_SYS_NICE there; they act on the caller's own memory (NUMA-aware allocators)
+    "get_mempolicy", "mbind", "set_mempolicy",
+)
+# what Docker allows and a candidate may not (documented: the tests refuse each from C++)
+REMOVED_FROM_DOCKER = ("execve", "execveat", "fork", "vfork", "io_uring_enter", "io_uring_register", "io_uring_setup",
+                       "pidfd_open", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "tkill",
+                       "process_mrelease", "ptrace", "process_vm_readv", "process_vm_writev")
+CLONE_THREAD = 0x00010000
+SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/INET6 (a network namespace of
+# its own), AF_NETLINK (interface queries); never AF_VSOCK, which no network namespace confines
+LOW32 = 0xFFFFFFFF  # int arguments are compared on their low 32 bits (the upper half of the register is not theirs)
+PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)  # Docker's: the default and READ_IMPLIES_EXEC variants
+
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
+SCMP_FLTATR_CTL_NNP, SCMP_FLTATR_CTL_TSYNC = 3, 4
+NR_SCMP_ERROR = -1
+
+
+def scmp_errno(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)
+
+
+class ScmpArgCmp(ctypes.Structure):
+    """libseccomp's ``struct scmp_arg_cmp``: for MASKED_EQ, ``datum_a`` is the mask, ``datum_b`` the value."""
+
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+_LIB: Any = None
+
+
+def library() -> Any:
+    """libseccomp through ctypes, or None when it is not installed."""
+    global _LIB
+    if _LIB is None:
+        for name in ("libseccomp.so.2", ctypes.util.find_library("seccomp") or ""):
+            if not name:
+                continue
+            try:
+                lib = ctypes.CDLL(name, use_errno=True)
+            except OSError:
+                continue
+            lib.seccomp_init.restype = ctypes.c_void_p
+            lib.seccomp_init.argtypes = [ctypes.c_uint32]
+            lib.seccomp_release.argtypes = [ctypes.c_void_p]
+            lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
+            lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+            lib.seccomp_rule_add_array.restype = ctypes.c_int
+            lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                                   ctypes.POINTER(ScmpArgCmp)]
+            lib.seccomp_attr_set.restype = ctypes.c_int
+            lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+            lib.seccomp_load.restype = ctypes.c_int
+            lib.seccomp_load.argtypes = [ctypes.c_void_p]
+            _LIB = lib
+            break
+        else:
+            _LIB = False
+    return _LIB or None
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def _rule(lib: Any, ctx: Any, action: int, name: str, *cmps: tuple[int, int, int, int]) -> bool:
+    nr = lib.seccomp_syscall_resolve_name(name.encode())
+    if nr == NR_SCMP_ERROR:
+        return False  # not a syscall of this architecture (or newer than this libseccomp)
+    arr = (ScmpArgCmp * max(1, len(cmps)))(*[ScmpArgCmp(*c) for c in cmps])
+    rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+    if rc < 0:
+        raise OSError(-rc, f"seccomp rule for {name}: {errno.errorcode.get(-rc, rc)}")
+    return True
+
+
+def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None) -> int:
+    """Load the allow-list filter on every thread of this process (TSYNC). ``no_exec``/``no_fork``
+    False put exec and fork back (agent commands). Returns how many rules were added; raises
+    OSError when libseccomp refuses, RuntimeError when it is missing."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError("libseccomp is not installed")
+    ctx = lib.seccomp_init(scmp_errno(errno.EPERM))
+    if not ctx:
+        raise OSError(errno.ENOMEM, "seccomp_init failed")
+    try:
+        for attr in (SCMP_FLTATR_CTL_TSYNC, SCMP_FLTATR_CTL_NNP):
+            lib.seccomp_attr_set(ctx, attr, 1)
+        count = 0
+        extra = (() if no_exec else ("execve", "execveat")) + (() if no_fork else ("fork", "vfork"))
+        for name in ALLOWED + extra:
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, name)
+        for family in SOCKET_FAMILIES:
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "socket", (0, SCMP_CMP_MASKED_EQ, LOW32, family))
+        for value in PERSONALITIES:
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "personality", (0, SCMP_CMP_MASKED_EQ, LOW32, value))
+        count += _rule(lib, ctx, scmp_errno(errno.ENOSYS), "clone3")
+        if no_fork:  # threads only
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "clone", (0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD))
+        else:
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "clone")
+        if own_pid is None:
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "kill") + _rule(lib, ctx, SCMP_ACT_ALLOW, "tgkill")
+        else:  # only towards itself: its pid, its group (0, -pid)
+            for value in sorted({0, own_pid & LOW32, (-own_pid) & LOW32}):
+                count += _rule(lib, ctx, SCMP_ACT_ALLOW, "kill", (0, SCMP_CMP_MASKED_EQ, LOW32, value))
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "tgkill", (0, SCMP_CMP_MASKED_EQ, LOW32, own_pid & LOW32))
+        rc = lib.seccomp_load(ctx)
+        if rc < 0:
+            raise OSError(-rc, f"seccomp_load: {errno.errorcode.get(-rc, rc)}")
+        return count
+    finally:
+        lib.seccomp_release(ctx)

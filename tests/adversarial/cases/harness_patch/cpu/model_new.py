@@ -1,0 +1,19 @@
+"""Attack: model_new rewrites kag's own observer in the candidate process (what it reports of the
+calls) and its identity check, then falls back to torch.relu: the report is clean, the work is PyTorch's."""
+import torch
+import torch.nn as nn
+
+import kag.core.eval.guarding as guarding
+import kag.core.eval.observe as observe
+
+observe.summarize_events = lambda events, obs: None
+observe.calls_of_windows = lambda events, marks, obs: None
+guarding.compare_identities = lambda snapshot, guard="no-tampering": []
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
