@@ -12,13 +12,16 @@ The same harness, unconfined, runs the baselines in a second child of the judge 
 runner: trusted code only, the task's ``Model`` eager or compiled), so that eager, torch.compile and
 the candidate are timed through one path: the same process kind, doorbell, windows and staging.
 
-Protocol. The judge rings a doorbell (an 8-byte word on the ``go`` pipe: op in the low byte, the
-number of calls ``k`` in the next 24 bits, a serial above); the candidate answers on the ``done``
-pipe (the same word, then where its outputs are) or, for messages, on the control channel:
-- ``OP_BATCH k``: a window of ``k`` calls of forward, back to back, call ``j`` on staged input set
-  ``j`` (each filled by the judge with fresh inputs before the window), every output kept until the
-  next window; then synchronise the device and ring done. A correctness check, a warm-up call and a
-  timed call are all calls of some window: nothing tells them apart.
+Protocol. The judge rings a doorbell (an 8-byte word on the ``go`` pipe: op in the low byte, an
+argument in the next 24 bits, a serial above); the candidate answers on the ``done`` pipe (the same
+word, then where its outputs are) or, for messages, on the control channel:
+- ``OP_CALL j``: one call of forward on staged input set ``j`` (filled by the judge with fresh
+  inputs before the window), its output kept until the next window; answered as soon as forward
+  returns (the device is not synchronised: the calls of a window run back to back). A window is
+  a run of ``OP_CALL``s ended by ``OP_END``: the candidate learns how many calls a window has only
+  when it ends. A correctness check, a warm-up call and a timed call are all calls of some window:
+  nothing tells them apart.
+- ``OP_END``: synchronise the device and ring done with where the window's outputs are.
 - ``OP_NULL``: the path of a window with nothing to run but, on a GPU, one fill kernel of the
   harness's (the GPU's switch from the judge's context to this one is the path's, not the solution's).
 - ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler, the
@@ -45,7 +48,7 @@ from kag.core.eval.spec import CandidateSpec
 from kag.core.records import from_dict
 from kag.core.trace import mark
 
-OP_BATCH, OP_NULL, OP_MSG = 1, 2, 3
+OP_CALL, OP_NULL, OP_MSG, OP_END = 1, 2, 3, 4
 WORD = struct.Struct("<Q")
 COUNT = struct.Struct("<I")
 EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory
@@ -225,6 +228,8 @@ class Harness:
         self.own_times: list[float] = []  # ms per call of each window, on this process's clock
         self.model: Any = None
         self.null_work: Any = None  # on a GPU: the one-element tensor a null window fills
+        self.window_start = 0.0
+        self.window_mark: Any = None  # the observer's range around the open window's calls
         self.baseline_calls = False  # the runner: calls run the task's Model, not ModelNew
 
     # -- channel --------------------------------------------------------------------------------
@@ -242,10 +247,13 @@ class Harness:
         try:
             while True:
                 word = _read_exact(self.go_fd, WORD.size)
-                op, calls = unpack(word)
-                if op == OP_BATCH:
-                    phase = f"a window of {calls} calls"
-                    self.batch(word, calls)
+                op, arg = unpack(word)
+                if op == OP_CALL:
+                    phase = f"call {arg} of a window"
+                    self.call(word, arg)
+                elif op == OP_END:
+                    phase = "the end of a window"
+                    self.end(word)
                 elif op == OP_NULL:  # the path of a window, with nothing in it
                     if self.null_work is not None:  # the harness's, outside the range: not an op of forward
                         self.null_work.fill_(1.0)
@@ -269,27 +277,32 @@ class Harness:
             except Exception:  # noqa: BLE001 - the channel is gone; the judge sees the exit
                 pass
 
-    def batch(self, word: bytes, calls: int) -> None:
-        """``calls`` calls of forward back to back on the staged input sets, outputs kept; one
-        synchronise at the end. The last window's outputs are dropped first (their memory goes back
-        to the allocator, as a baseline's outputs do)."""
+    def call(self, word: bytes, index: int) -> None:
+        """One call of forward on staged input set ``index``; the first of a window drops the last
+        window's outputs (their memory goes back to the allocator, as a baseline's outputs do)."""
         import torch
 
-        if calls > len(self.sets):
-            raise RuntimeError(f"protocol: a window of {calls} calls but {len(self.sets)} input sets")
-        self.outputs = []
-        on_cpu = self.device == "cpu"
-        observer, forward, sets = self.observer, self.forward, self.sets
-        outs = []
-        start = self.clock()
-        with torch.no_grad(), (observer.window_range() if observer else _null()):
-            for j in range(calls):
-                with (observer.forward_range() if observer else _null()):
-                    outs.append(plain_output(forward(*sets[j]), on_cpu))
-            self.synchronize()
-        self.own_times.append((self.clock() - start) * 1000.0 / max(calls, 1))
-        self.outputs = outs
-        self.ring_done(word + extents(outs, on_cpu))
+        if index >= len(self.sets):
+            raise RuntimeError(f"protocol: call {index} of a window but {len(self.sets)} input sets")
+        if index == 0:
+            self.outputs = []
+            self.window_start = self.clock()
+            if self.observer is not None:
+                self.window_mark = self.observer.window_range()
+                self.window_mark.__enter__()
+        with torch.no_grad(), (self.observer.forward_range() if self.observer else _null()):
+            self.outputs.append(plain_output(self.forward(*self.sets[index]), self.device == "cpu"))
+        self.ring_done(word + extents([], True))
+
+    def end(self, word: bytes) -> None:
+        """The end of a window: synchronise, ring done with where its outputs are."""
+        self.synchronize()
+        if self.window_mark is not None:
+            self.window_mark.__exit__(None, None, None)
+            self.window_mark = None
+        if self.outputs:
+            self.own_times.append((self.clock() - self.window_start) * 1000.0 / len(self.outputs))
+        self.ring_done(word + extents(self.outputs, self.device == "cpu"))
 
     def handle(self, op: str, arg: Any) -> bool | None:
         if op == "prepare":

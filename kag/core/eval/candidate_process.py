@@ -17,7 +17,7 @@ import signal
 import time
 from typing import Any, Callable
 
-from kag.core.eval.candidate import COUNT, EXTENT, OP_BATCH, OP_MSG, OP_NULL, WORD, pack
+from kag.core.eval.candidate import COUNT, EXTENT, OP_CALL, OP_END, OP_MSG, OP_NULL, WORD, pack
 from kag.core.trust.isolation import ABORT_STATUS
 
 
@@ -218,11 +218,11 @@ class CandidateProcess:
         return word
 
     def wait_done(self, word: bytes, timeout_s: float, phase: str,
-                  sampler: Callable[[], float | None] | None = None) -> None:
+                  sampler: Callable[[], float | None] | None = None, limit_s: float | None = None) -> None:
         """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise),
         with where its outputs are (``self.extents``: (address, bytes) per output tensor).
         ``sampler``, if given, is called while waiting and returns how long to wait before its next
-        call (None: no more)."""
+        call (None: no more). ``limit_s``: the limit a timeout names (default ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
         next_sample = time.perf_counter() + (sampler() or 0.0) if sampler is not None else None
         got = b""
@@ -256,20 +256,26 @@ class CandidateProcess:
             if time.monotonic() > deadline or not self._alive_and_within_memory(phase):
                 if time.monotonic() > deadline:
                     self.kill()
-                    raise CandidateFailure("timeout", f"{phase} did not finish within {timeout_s:g} s; "
+                    raise CandidateFailure("timeout", f"{phase} did not finish within {limit_s or timeout_s:g} s; "
                                                       f"the candidate process was killed")
                 raise self._closed(f"during {phase}")
 
     def window(self, calls: int, timeout_s: float, phase: str, null: bool = False,
                sampler: Callable[[], float | None] | None = None) -> float:
         """``calls`` calls of forward back to back (or the null path), resumed before and stopped
-        after; returns the window in seconds on the judge's clock: from the doorbell to the reply
-        and the stop, and on a GPU to the moment the judge's probe sees the GPU idle (the work it
-        left queued). ``sampler``: see ``wait_done``."""
+        after; returns the window in seconds on the judge's clock: from the first doorbell to the
+        end's reply and the stop, and on a GPU to the moment the judge's probe sees the GPU idle (the
+        work it left queued). Each call is rung on its own, and the end after the last, so the
+        candidate learns a window's size only when it ends. ``sampler``: see ``wait_done``."""
         self.resume()
         t0 = time.perf_counter()
-        word = self.ring(OP_NULL if null else OP_BATCH, 0 if null else calls)
-        self.wait_done(word, timeout_s, phase, sampler)
+        deadline = time.monotonic() + timeout_s
+        if null:
+            self.wait_done(self.ring(OP_NULL), timeout_s, phase, sampler)
+        else:
+            for j in range(calls):
+                self.wait_done(self.ring(OP_CALL, j), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
+            self.wait_done(self.ring(OP_END), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
         self.stop(confirm=False)  # first: nothing can be launched after the answer
         if self.probe is not None:
             self.probe(timeout_s)

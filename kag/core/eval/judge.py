@@ -68,7 +68,9 @@ class Judge(CandidateCalls):
         # apart it predicted every later timed call's inputs (and precomputed their outputs: 39x eager)
         self.key = (secrets.token_bytes(32) if spec.seed is None
                     else hashlib.blake2b(f"kag-seed:{spec.seed}".encode(), digest_size=32).digest())
-        self.local = self.make_inputs(self.derived_seed("baseline", 0))  # one input set: shapes and the reference's output
+        self.local = self.make_inputs(self.derived_seed("baseline", 0))  # one input set: its shapes, and ...
+        with torch.no_grad():
+            self.reference_output = self.model(*self.local)  # ... an output's (what the sets and hand-overs hold)
         self.ref64 = Float64Reference(self.model, self.make_inputs)
         self.tolerance = self.plugins.create("tolerance", spec.tolerance).tolerance
         self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
@@ -83,7 +85,6 @@ class Judge(CandidateCalls):
         self.rechecked = 0
         self.defer_checks = False
         self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
-        self.reference_output: Any = None
 
     # -- inputs ---------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list[Any]:
@@ -231,29 +232,26 @@ class Judge(CandidateCalls):
     def time_runner(self, name: str) -> list[float]:
         """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
         first window), then timed and null windows in a secret order. Per-call milliseconds."""
-        from kag.core.eval.judge_calls import warm_per_call_s
-        from kag.core.eval.judge_timing import Plan, warmup_windows
+        from kag.core.eval.judge_calls import timed_windows, window_summary
+        from kag.core.eval.judge_timing import Plan, estimate_plan, warm_per_call_s, warmup_windows
         from kag.core.eval.judge_windows import run_windows
 
         spec = self.spec
         budget = spec.timeouts.baseline_s
         deadline = time.monotonic() + budget
         runner = self.runner
-        self.add_sets(runner, 1, spec.timeouts.load_s, self.runner_sets)
+        first = self.window_calls(runner, self.runner_sets, 1e-3, spec.timeouts.load_s)  # 2 sets where they fit
         counter = getattr(self, "_baseline_counter", [0])
         self._baseline_counter = counter
-        warm = run_windows(self, runner, self.runner_sets, Plan(calls=1, order=["timed", "null", "timed"]),
-                           purpose=f"baseline-{name}", timeout_s=budget, phase=f"warming up the {name} baseline",
-                           deadline=deadline, counter=counter)
-        warm.timed_s = warm.timed_s[1:]  # the first: compilation, lazy loading
+        # the first window compiles (torch.compile) and loads kernels lazily: not counted
+        warm = run_windows(self, runner, self.runner_sets, estimate_plan(first), purpose=f"baseline-{name}",
+                           timeout_s=budget, phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
         calls = self.window_calls(runner, self.runner_sets, warm_per_call_s(warm), spec.timeouts.load_s)
-        timed = spec.num_timed if calls == 1 else max(20, spec.num_timed // 3)
-        plan = Plan.make(calls, timed=timed, warmup=warmup_windows(calls, spec.warmup), single=False, sampled=0)
+        plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed), warmup=warmup_windows(calls, spec.warmup),
+                         sampled=0)
         timing = run_windows(self, runner, self.runner_sets, plan, purpose=f"baseline-{name}", timeout_s=budget,
                              phase=f"timing the {name} baseline", deadline=deadline, counter=counter)
-        self.report.calibration.setdefault("baselines", {})[name] = {
-            "calls_per_window": calls, "window_ms": round(sorted(timing.timed_s)[len(timing.timed_s) // 2] * 1e3, 4),
-            "null_window_ms": round(timing.path_s * 1e3, 4)}
+        self.report.calibration.setdefault("baselines", {})[name] = window_summary(timing, plan)
         resolution = timing.resolution_s()
         return [max(t, resolution) * 1000.0 for t in timing.per_call_s()]
 

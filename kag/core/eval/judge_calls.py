@@ -8,8 +8,8 @@ the windows by ``kag.core.eval.judge_windows`` and their arithmetic by ``kag.cor
 The order of a candidate's life: its profiler starts (kernel records on for every call from here to
 the last), output hand-overs are calibrated, model_new.py is imported; then one window of
 ``num_checks`` calls on fresh secret inputs whose outputs are all compared (a wrong solution fails
-here, before any timing); then warm-up windows and, in a secret order, timed, null, single-call and
-sampled windows. After every window each of its calls is compared with a secret probability
+here, before any timing); then warm-up windows and, in a secret order, long, short and sampled
+windows. After every window each of its calls is compared with a secret probability
 (independent per call, so no count of checks is ever used up), and the gap before the next window
 is padded to one length.
 """
@@ -58,10 +58,19 @@ def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | N
     return round(median(xs) * scale, digits) if xs else None
 
 
-def warm_per_call_s(warm: Any) -> float:
-    """A call's time from one null and one warm-up window (the path taken off, within reason)."""
-    window, null = warm.timed_s[0], (warm.null_s[0] if warm.null_s else 0.0)
-    return max(window - null, 0.1 * window) / warm.calls
+def timed_windows(calls: int, num_timed: int) -> int:
+    """Timed windows of a timing (and as many short ones): ``num_timed`` where a window holds one
+    call; where it holds several (each window averages its calls), a third of that, at least 20 (or
+    ``num_timed`` if fewer)."""
+    return num_timed if calls == 1 else max(min(num_timed, 20), num_timed // 3)
+
+
+def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
+    """What the report says of one side's windows."""
+    return {"calls_per_window": timing.calls, "calls_per_short_window": timing.short_calls,
+            "windows": {k: plan.order.count(k) for k in sorted(set(plan.order))},
+            "window_ms": median_ms(timing.timed_s), "short_window_ms": median_ms(timing.short_s),
+            "null_window_ms": median_ms(timing.null_s)}
 
 
 NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it
@@ -95,8 +104,6 @@ class CandidateCalls:
         start = time.perf_counter()
         cand.probe = self.gpu_probe()  # made while the candidate is stopped and its device idle
         cand.spin = self.cuda
-        with torch.no_grad():
-            self.reference_output = self.model(*self.local)
         descr = output_descr(self.reference_output)
         self.free()
         self.post_cal = PostCalibration()
@@ -253,8 +260,8 @@ class CandidateCalls:
 
     # -- timing ---------------------------------------------------------------------------------
     def time_candidate(self, cand: CandidateProcess) -> bool:
-        """Warm-up, then timed, null, single-call and sampled windows in a secret order on the
-        judge's clock, inside the device's timing slot; outputs compared in secret after each."""
+        """Warm-up, then long, short and sampled windows in a secret order on the judge's clock,
+        inside the device's timing slot; outputs compared in secret after each."""
         import attrs
 
         from kag.core.eval.timing_lock import LoadMeter
@@ -284,14 +291,14 @@ class CandidateCalls:
         input sets allocated."""
         from kag.core.eval.judge_timing import choose_calls
 
-        per_call_bytes = tree_bytes(self.local) + tree_bytes(getattr(self, "reference_output", None))
+        per_call_bytes = tree_bytes(self.local) + tree_bytes(self.reference_output)
         calls = choose_calls(per_call_s, per_call_bytes, self.budget_bytes(), self.cuda)
         self.add_sets(proc, calls, timeout_s, sets)
         return calls
 
     def timed_windows(self, cand: CandidateProcess) -> bool:
-        from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming,
-                                                recheck_probability, warmup_windows)
+        from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming, estimate_plan,
+                                                recheck_probability, warm_per_call_s, warmup_windows)
         from kag.core.eval.judge_windows import run_windows
 
         spec = self.spec
@@ -303,7 +310,7 @@ class CandidateCalls:
         # a null and a warm-up window sized by the (cold) checks, then the calls a window holds, re-estimated warm
         self.recheck_p = recheck_probability(first * (spec.num_timed + spec.warmup), spec.do_correctness)
         posts: list[float] = []
-        warm = run_windows(self, cand, self.sets, Plan(calls=first, order=["null", "timed"]), purpose="timed",
+        warm = run_windows(self, cand, self.sets, estimate_plan(first), purpose="timed",
                            timeout_s=spec.timeouts.timing_s, phase="warming up", after=self.rechecker(cand, posts),
                            deadline=deadline, counter=counter)
         if warm.failed:
@@ -311,8 +318,7 @@ class CandidateCalls:
         calls = self.window_calls(cand, self.sets, warm_per_call_s(warm), spec.timeouts.load_s)
         if self.provenance is not None:
             self.provenance.expected_s = warm_per_call_s(warm)
-        timed = spec.num_timed if calls == 1 else max(20, spec.num_timed // 3)
-        plan = Plan.make(calls, timed=timed, warmup=warmup_windows(calls, spec.warmup), single=self.cuda,
+        plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed), warmup=warmup_windows(calls, spec.warmup),
                          sampled=SAMPLED_WINDOWS["cuda" if self.cuda else "cpu"] if self.sampling() else 0)
         self.recheck_p = recheck_probability(plan.total_calls(), spec.do_correctness)
         expected = 2 * RECHECK_EXPECTED[1] * tree_bytes(self.reference_output)
@@ -395,7 +401,7 @@ class CandidateCalls:
         return self.provenance.window_sampler() if self.provenance is not None else None
 
     def record_timing(self, timing: Any, plan: Any, pause: float) -> None:
-        from kag.core.eval.judge_timing import median, skipped_work
+        from kag.core.eval.judge_timing import skipped_work
         from kag.core.eval.timing import summarize
 
         fold = timing.fold_s(self.post_cal)
@@ -403,22 +409,12 @@ class CandidateCalls:
         stats = summarize([e * 1000.0 for e in estimates])
         self.report.timing["candidate"] = stats
         self.report.times_ms["candidate"] = stats.median_ms
-        floor = timing.floor_s()
         resolution = timing.resolution_s()
         cal = self.report.calibration
-        cal.update(calls_per_window=timing.calls, windows={k: plan.order.count(k) for k in set(plan.order)},
-                   window_ms=median_ms(timing.timed_s), null_window_ms=median_ms(timing.null_s),
-                   single_window_ms=median_ms(timing.single_s), pause_ms=round(pause * 1e3, 3),
-                   post_ms=median_ms(timing.post_s), post_calibrated_ms=median_ms(self.post_cal.post_s),
-                   fold_ms=round(fold * 1e3, 4), resolution_ms=round(resolution * 1e3, 5),
-                   floor_ms=None if floor is None else round(floor * 1e3, 4), recheck_probability=round(self.recheck_p, 5))
+        cal.update(window_summary(timing, plan), pause_ms=round(pause * 1e3, 3), post_ms=median_ms(timing.post_s),
+                   post_calibrated_ms=median_ms(self.post_cal.post_s), fold_ms=round(fold * 1e3, 4),
+                   resolution_ms=round(resolution * 1e3, 5), recheck_probability=round(self.recheck_p, 5))
         credited = stats.median_ms
-        if floor is not None and floor * 1e3 > credited:
-            credited = floor * 1e3
-            self.report.notes.append(
-                f"the calls of a {timing.calls}-call window took {stats.median_ms:.4g} ms each, under half of a lone "
-                f"call's latency ({median(timing.single_s) * 1e3 - timing.path_s * 1e3:.4g} ms less its error): calls "
-                f"that overlap or do each other's work; credited as {credited:.4g} ms")
         if resolution * 1e3 > credited:
             credited = resolution * 1e3
             self.report.notes.append(f"the calls took {stats.median_ms:.4g} ms each, under what the judge's path resolves "

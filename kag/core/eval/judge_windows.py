@@ -30,7 +30,7 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
     ``deadline`` (monotonic) ends the timing as a timeout."""
     from kag.core.eval.candidate_process import CandidateFailure
 
-    timing = WindowTiming(calls=plan.calls)
+    timing = WindowTiming(calls=plan.calls, short_calls=plan.short_calls)
     counter = counter if counter is not None else [0]
     last_end: float | None = None
     for kind in plan.order:
@@ -55,8 +55,8 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
             timing.timed_s.append(window)
         elif kind == "null":
             timing.null_s.append(window)
-        elif kind == "single":
-            timing.single_s.append(window)
+        elif kind == "short":
+            timing.short_s.append(window)
         if after is not None and calls:
             verdict = after(kind, calls, seeds, timing)
             if verdict is None:  # a mismatch: the verdict is in

@@ -138,9 +138,10 @@ def all_threads() -> Any:
 
 
 def summarize_events(events: list[Any], obs: Observations) -> None:
-    """Fill ``obs`` from profiler events: operators and markers that start inside a forward range
-    (any thread) or on any thread but the harness's (a thread the solution started works for it,
-    whenever it runs), and every GPU kernel."""
+    """Fill ``obs`` from profiler events: operators, markers and GPU kernels that start (kernels:
+    whose launch starts) inside a forward range (any thread) or on any thread but the harness's (a
+    thread the solution started works for it, whenever it runs). The harness's own kernels (the
+    poison, a null window's fill) and ModelNew's construction are outside them."""
     import torch
 
     cuda = torch.autograd.DeviceType.CUDA
@@ -152,11 +153,15 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
     in_post = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == POST_RANGE])
 
     calls_of_windows(events, marks, obs)
+    launches = {e.id: e for e in events if e.device_type != cuda}
     for e in events:
         if e.device_type == cuda:
             # the harness's ranges have their own marks on the GPU timeline: annotations, not kernels
             # (a kernel's name cannot be one of them: a demangled name ends in its parameter list)
-            if not (e.name in HARNESS_RANGES or getattr(e, "is_user_annotation", False)):
+            if e.name in HARNESS_RANGES or getattr(e, "is_user_annotation", False):
+                continue
+            launch = launches.get(getattr(e, "linked_correlation_id", 0) or -1)
+            if launch is None or getattr(launch, "thread", None) not in harness or inside(launch.time_range.start):
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name

@@ -61,7 +61,7 @@ def test_timed_phases_of_concurrent_evaluations_never_overlap(tmp_path):
                 assert measured, cond
             phases.append((cond["started_at"], cond["ended_at"], i, name))
     phases.sort()
-    assert len(phases) >= 7  # three calibrations, three candidates, at least the first eager timing
+    assert len(phases) >= 4  # three candidates (their null windows are inside), at least the first eager timing
     for (s1, e1, i1, n1), (s2, e2, i2, n2) in zip(phases, phases[1:]):
         assert e1 <= s2 or i1 == i2, f"evaluation {i1}'s {n1} timing overlapped evaluation {i2}'s {n2}"
 
