@@ -160,8 +160,7 @@ ATTACKS: list[Case] = [
              also=(("evaluator", "some calls only"),)),
     # -- predicted inputs: a later timed call's inputs from an earlier one's (their seeds)
     *_attack("seed_prediction", ("cpu",), "slow", timed=True, task=_task("cpu", "chain")),
-    *_attack("lazy_output_harness", BOTH, "mismatch", "", timed=True, family="skipped work",
-             by_backend={"cuda": {"expect": "slow", "also": (("evaluator", "handing an output over"),)}}),
+    *_attack("lazy_output_harness", BOTH, "mismatch", "", timed=True, family="skipped work"),
     # -- spotting the watched call: every call looks alike (the profiler is on for all, and with
     # torch's all-threads profiling none looks watched), so the fallback runs on none or on all, seen
     *_attack("spot_hooks_python", BOTH, "no-torch-fallback", "aten::", timed=True, forbid_output="FALLBACK-TAKEN",

@@ -25,12 +25,12 @@ word, then where its outputs are) or, for messages, on the control channel:
 - ``OP_NULL``: the path of a window with nothing to run but, on a GPU, one fill kernel of the
   harness's (the GPU's switch from the judge's context to this one is the path's, not the solution's).
 - ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler, the
-  fatbin wall, seccomp), ``dummy`` (an output to calibrate ``post`` with), ``baseline`` (runner
-  only: the task's Model, eager or compiled, as what a call runs), ``spec`` (import model_new, build
-  ModelNew), ``state`` (reference weights, as bytes), ``buffers`` (allocate input sets and share them
-  with the judge, which fills them), ``observe`` (start the profiler), ``post`` (hand one output of
-  the last window over), ``poison`` (fill memory the size of the outputs with a pattern), ``drop``,
+  fatbin wall, seccomp), ``baseline`` (runner only: the task's Model, eager or compiled, as what a
+  call runs), ``spec`` (import model_new, build ModelNew), ``state`` (reference weights, as bytes),
+  ``buffers`` (allocate input sets and share them with the judge, which fills them), ``observe``
+  (start the profiler), ``poison`` (fill memory the size of the outputs with a pattern), ``drop``,
   ``finish`` (stop the profiler, report), ``exit``.
+Outputs are never handed over: the judge reads them from this process's memory (kag.core.eval.gpu_outputs).
 Any failure -> ``("error", kind, message)``.
 """
 
@@ -50,25 +50,28 @@ from kag.core.trace import mark
 
 OP_CALL, OP_NULL, OP_MSG, OP_END = 1, 2, 3, 4
 WORD = struct.Struct("<Q")
-COUNT = struct.Struct("<I")
-EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory
+COUNT = struct.Struct("<I")  # the length of a done word's tail, and counts inside it
+EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory (CPU)
 SPIN_S = 0.002  # how long to poll the doorbell before sleeping on it
 MAX_CALLS = (1 << 24) - 1  # calls in one window (the word's field)
 
 
-def extents(outs: list[Any], on_cpu: bool) -> bytes:
-    """The done message's tail: where each output tensor's bytes are (CPU, contiguous), for the
-    window's outputs in order, so the judge reads them from this stopped process instead of asking
-    it for them later."""
+def extents(outs: list[Any]) -> bytes:
+    """Where each CPU output tensor's bytes are (contiguous), for the window's outputs in order, so
+    the judge reads them from this stopped process instead of asking it for them later."""
     from kag.core.eval.guarding import iter_tensors
 
     found = []
-    if on_cpu:
-        for out in outs:
-            for t in iter_tensors(out):
-                ok = t.device.type == "cpu" and t.is_contiguous()
-                found.append(EXTENT.pack(t.data_ptr() if ok else 0, t.numel() * t.element_size() if ok else 0))
+    for out in outs:
+        for t in iter_tensors(out):
+            ok = t.device.type == "cpu" and t.is_contiguous()
+            found.append(EXTENT.pack(t.data_ptr() if ok else 0, t.numel() * t.element_size() if ok else 0))
     return COUNT.pack(len(found)) + b"".join(found)
+
+
+def tail(data: bytes = b"") -> bytes:
+    """A done word's tail: its length, then the bytes (nothing, or where a window's outputs are)."""
+    return COUNT.pack(len(data)) + data
 
 
 PLAIN_LEAVES = (type(None), bool, int, float, str)
@@ -166,21 +169,8 @@ def _read_exact(fd: int, n: int) -> bytes:
     return data
 
 
-def output_descr(obj: Any) -> Any:
-    """Plain data describing an output tree (to allocate calibration outputs like it)."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return {"shape": list(obj.shape), "dtype": str(obj.dtype).replace("torch.", ""), "device": str(obj.device)}
-    if isinstance(obj, (list, tuple)):
-        return {"seq": type(obj).__name__, "items": [output_descr(x) for x in obj]}
-    if isinstance(obj, dict):
-        return {"dict": {str(k): output_descr(v) for k, v in obj.items()}}
-    return {"value": obj if isinstance(obj, (int, float, bool, str, type(None))) else repr(obj)}
-
-
 def allocate(descr: Any, fill: bool = True) -> Any:
-    """Tensors shaped as ``descr`` (from ``output_descr`` or the judge's input description)."""
+    """Tensors shaped as ``descr`` (the judge's input description)."""
     import torch
 
     if "shape" in descr:
@@ -230,6 +220,9 @@ class Harness:
         self.null_work: Any = None  # on a GPU: the one-element tensor a null window fills
         self.window_start = 0.0
         self.window_mark: Any = None  # the observer's range around the open window's calls
+        from kag.core.eval.gpu_outputs import OutputDescriber
+
+        self.describer = OutputDescriber()  # GPU: where a window's outputs are, for the judge to read
         self.baseline_calls = False  # the runner: calls run the task's Model, not ModelNew
 
     # -- channel --------------------------------------------------------------------------------
@@ -260,7 +253,7 @@ class Harness:
                     with self.observer.forward_range(count=False) if self.observer else _null():
                         pass
                     self.synchronize()
-                    self.ring_done(word + extents([], True))
+                    self.ring_done(word + tail())
                 elif op == OP_MSG:
                     msg = self.ctrl.recv()
                     phase = str(msg[0])
@@ -292,24 +285,28 @@ class Harness:
                 self.window_mark.__enter__()
         with torch.no_grad(), (self.observer.forward_range() if self.observer else _null()):
             self.outputs.append(plain_output(self.forward(*self.sets[index]), self.device == "cpu"))
-        self.ring_done(word + extents([], True))
+        self.ring_done(word + tail())
 
     def end(self, word: bytes) -> None:
-        """The end of a window: synchronise, ring done with where its outputs are."""
+        """The end of a window: synchronise, ring done with where its outputs are (CPU: addresses;
+        GPU: allocations and offsets, kag.core.eval.gpu_outputs)."""
+        from kag.core.eval.guarding import iter_tensors
+
         self.synchronize()
         if self.window_mark is not None:
             self.window_mark.__exit__(None, None, None)
             self.window_mark = None
         if self.outputs:
             self.own_times.append((self.clock() - self.window_start) * 1000.0 / len(self.outputs))
-        self.ring_done(word + extents(self.outputs, self.device == "cpu"))
+        if self.device == "cpu":
+            where = extents(self.outputs)
+        else:
+            where = self.describer.describe(t for out in self.outputs for t in iter_tensors(out))
+        self.ring_done(word + tail(where))
 
     def handle(self, op: str, arg: Any) -> bool | None:
         if op == "prepare":
             self.prepare(arg)
-        elif op == "dummy":  # calibration: an output like the reference's, or none
-            self.outputs = [allocate(arg)] if arg is not None else []
-            self.send(("dummy", None))
         elif op == "baseline":  # the runner: the task's Model, eager or compiled, as what a call runs
             self.load_baseline(arg)
         elif op == "drop":  # the runner: the baseline and its inputs gone (its context stays)
@@ -333,8 +330,6 @@ class Harness:
             self.observer = CallObserver(self.device, kernels=bool((arg or {}).get("kernels", True)))
             self.observer.start()
             self.send(("observing", None))
-        elif op == "post":
-            self.post(arg)
         elif op == "poison":
             self.poison()
         elif op == "finish":
@@ -446,13 +441,6 @@ class Harness:
             info = {"missing": list(missing), "unexpected": list(unexpected)}
             del state
         self.send(("loaded", info))
-
-    def post(self, arg: dict[str, Any]) -> None:
-        """Hand output ``index`` of the last window over. Nothing runs after the reply."""
-        with self.observer.post_range() if self.observer else _null():
-            index = int(arg.get("index", 0))
-            out = self.outputs[index] if 0 <= index < len(self.outputs) else None
-            self.send(("post", arg.get("call"), out if arg.get("send") else None))
 
     def poison(self) -> None:
         """Fill memory the size of the last window's outputs with a pattern while they are held,

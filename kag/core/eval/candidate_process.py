@@ -17,8 +17,11 @@ import signal
 import time
 from typing import Any, Callable
 
-from kag.core.eval.candidate import COUNT, EXTENT, OP_CALL, OP_END, OP_MSG, OP_NULL, WORD, pack
+from kag.core.eval.candidate import COUNT, OP_CALL, OP_END, OP_MSG, OP_NULL, WORD, pack
 from kag.core.trust.isolation import ABORT_STATUS
+
+
+MAX_TAIL_BYTES = 64 << 20  # where a window's outputs are: far less than this
 
 
 class CandidateFailure(Exception):
@@ -120,7 +123,7 @@ class CandidateProcess:
         self.stop_sent = False
         self.spin = False  # poll for done (a GPU machine has cores to spare) instead of sleeping
         self.probe: Callable[[float], None] | None = None  # the judge's GPU-idle probe
-        self.extents: list[tuple[int, int]] = []  # of the last call's outputs (CPU), from its answer
+        self.tail = b""  # the last answer's tail: where a window's outputs are
         self._mem: int | None = None
 
     # -- process state --------------------------------------------------------------------------
@@ -220,9 +223,9 @@ class CandidateProcess:
     def wait_done(self, word: bytes, timeout_s: float, phase: str,
                   sampler: Callable[[], float | None] | None = None, limit_s: float | None = None) -> None:
         """Until the candidate rings ``word`` back (spinning on a GPU machine, sleeping otherwise),
-        with where its outputs are (``self.extents``: (address, bytes) per output tensor).
-        ``sampler``, if given, is called while waiting and returns how long to wait before its next
-        call (None: no more). ``limit_s``: the limit a timeout names (default ``timeout_s``)."""
+        with its answer's tail (``self.tail``: where a window's outputs are). ``sampler``, if
+        given, is called while waiting and returns how long to wait before its next call (None: no
+        more). ``limit_s``: the limit a timeout names (default ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
         next_sample = time.perf_counter() + (sampler() or 0.0) if sampler is not None else None
         got = b""
@@ -233,13 +236,15 @@ class CandidateProcess:
                 if not chunk:
                     raise self._closed(f"during {phase}")
                 got += chunk
-                if len(got) == WORD.size + COUNT.size and need == len(got):
+                if len(got) == WORD.size + COUNT.size == need:
                     if got[:WORD.size] != word:
                         raise CandidateFailure("exception", f"{phase}: the candidate answered another call")
-                    need += EXTENT.size * COUNT.unpack(got[WORD.size:])[0]
+                    length = COUNT.unpack(got[WORD.size:])[0]
+                    if length > MAX_TAIL_BYTES:
+                        raise CandidateFailure("exception", f"{phase}: the candidate's answer was too long")
+                    need += length
                 if len(got) == need:
-                    tail = got[WORD.size + COUNT.size:]
-                    self.extents = [EXTENT.unpack_from(tail, i) for i in range(0, len(tail), EXTENT.size)]
+                    self.tail = got[WORD.size + COUNT.size:]
                     return
                 continue
             except BlockingIOError:

@@ -78,7 +78,10 @@ class Judge(CandidateCalls):
         self.runner: Any = None  # the baseline runner (kag.core.eval.candidate_process.CandidateProcess)
         self.runner_ready = False
         self.provenance: Any = None  # the candidate's CPU time sampled from outside (kag.core.trust.provenance)
-        self.check_window_s = 0.0
+        self.check_per_call_s = 0.0  # a call's time in the checks' windows (cold: an overestimate)
+        self.candidate: Any = None
+        self.reader: Any = None  # GPU: the candidate's allocations, mapped here (kag.core.eval.gpu_outputs)
+        self.where: list[Any] = []  # where the last window's outputs are, from its end's answer
         self.capture_s = 0.0  # the slowest capture of a check's output (a read or hand-over)
         self.verify_s = 0.0  # ... and comparison
         self.recheck_p = 0.0
@@ -440,6 +443,8 @@ def judge_main(conn: Any) -> None:
     finally:
         runner.close()
         early.close()
+        if judge is not None and judge.reader is not None:
+            judge.reader.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
         report.candidate_output = capture.close()
         report.durations_s["judge"] = round(time.perf_counter() - start, 3)

@@ -96,35 +96,23 @@ class CandidateCalls:
         input sets of the checks, shared with us."""
         import torch
 
-        from kag.core.eval.candidate import output_descr
-        from kag.core.eval.judge_timing import POST_CALIBRATIONS, PostCalibration
-
         spec = self.spec
         load_s = spec.timeouts.load_s
         start = time.perf_counter()
         cand.probe = self.gpu_probe()  # made while the candidate is stopped and its device idle
         cand.spin = self.cuda
-        descr = output_descr(self.reference_output)
-        self.free()
-        self.post_cal = PostCalibration()
-        phase = "calibrating the candidate's path"
         # the profiler runs from here to the last window: every call, checked or timed, under the
         # same session, kernel records included (kag.core.eval.observe)
-        cand.exchange(("observe", {"kernels": True}), load_s, phase, expect="observing")
-        for _ in range(POST_CALIBRATIONS):
-            cand.exchange(("dummy", descr), load_s, phase, expect="dummy")
-            self.settle()  # the judge's context last on the GPU, as after a timed window's re-check
-            reply, window = cand.exchange(("post", {"index": 0, "call": -1, "send": True}), load_s, phase,
-                                          expect="post")
-            self.post_cal.post_s.append(window)
-            del reply
-        cand.exchange(("dummy", None), load_s, phase, expect="dummy")
-        self.free()
-        self.report.calibration["post_us"] = median_ms(self.post_cal.post_s, 1e6, 1)
+        cand.exchange(("observe", {"kernels": True}), load_s, "starting the observer", expect="observing")
         if self.probe is not None:
             self.report.calibration["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
+        if self.cuda:
+            from kag.core.eval.gpu_outputs import SegmentReader
+
+            self.reader = SegmentReader(self.device)
+        self.candidate = cand
         self.sets = []
-        self.add_sets(cand, max(1, spec.num_checks), load_s)
+        self.add_sets(cand, self.sets_that_fit(spec.num_checks), load_s)
         cspec = to_dict(spec.candidate())  # all the candidate is told of the task
         cand.exchange(("spec", cspec), load_s, "importing model_new.py and building ModelNew", expect="ready")
         buf = io.BytesIO()
@@ -148,58 +136,57 @@ class CandidateCalls:
         sets.extend(list(s) for s in reply[1])
 
     # -- outputs --------------------------------------------------------------------------------
-    def post(self, cand: CandidateProcess, index: int, timeout_s: float, phase: str) -> tuple[Any, float]:
-        """Output ``index`` of the last window (shared memory; the candidate is stopped while it is read)."""
-        reply, window = cand.exchange(("post", {"index": index, "call": index, "send": True}), timeout_s, phase,
-                                      expect="post")
-        if reply[1] != index:
-            raise CandidateFailure("exception", f"{phase}: the candidate handed over the output of another call")
-        return reply[2], window
+    def window_ended(self, cand: CandidateProcess) -> None:
+        """Read where the last window's outputs are from its end's answer (and, on a GPU, map the
+        allocations the candidate names for the first time: they must be mapped whether or not an
+        output of this window is read)."""
+        from kag.core.eval.candidate import EXTENT, COUNT
 
-    def outputs_as_answered(self, cand: CandidateProcess, ref: Any, index: int) -> Any:
-        """On the CPU: output ``index`` of the last window read from the stopped candidate's memory
-        where its answer said it is, so nothing it does after answering can change it (no work can
-        be put off until the output is asked for). None where there is nothing to read there (GPU
-        memory, an output with no tensor); NOT_IN_MEMORY where the answer did not put the output's
-        tensors there, contiguous and laid out as the reference's (the harness makes them so)."""
+        tail = cand.tail
+        if self.cuda:
+            from kag.core.eval.gpu_outputs import parse
+
+            try:
+                self.where, fresh = parse(tail)
+                self.reader.add(fresh)
+            except Exception:  # noqa: BLE001 - an answer the judge cannot read: nothing can be read from it
+                self.where = []
+        else:
+            n = COUNT.unpack_from(tail, 0)[0] if len(tail) >= COUNT.size else 0
+            self.where = [EXTENT.unpack_from(tail, COUNT.size + k * EXTENT.size) for k in range(n)
+                          if COUNT.size + (k + 1) * EXTENT.size <= len(tail)]
+
+    def capture(self, index: int) -> Any:
+        """Output ``index`` of the last window, the judge's own copy, read from the stopped
+        candidate's memory where the window's end said it is (CPU: its address space; GPU: its
+        allocations, mapped here), so nothing it does after answering can change it and no work can
+        be put off until an output is asked for. A string says why it could not be read."""
         import torch
 
         from kag.core.eval.guarding import iter_tensors
         from kag.core.eval.judge_inputs import replace_tensors
 
-        tensors = list(iter_tensors(ref))
-        if self.cuda or not tensors:
-            return None
-        found = cand.extents[index * len(tensors):(index + 1) * len(tensors)]
-        if len(found) != len(tensors):
-            return NOT_IN_MEMORY
-        read = []
-        for t, (address, size) in zip(tensors, found):
-            if not address or size != t.numel() * t.element_size():
-                return NOT_IN_MEMORY
-            data = bytearray(cand.read_memory(address, size))
-            read.append(torch.frombuffer(data, dtype=t.dtype).reshape(t.shape))
-        return replace_tensors(ref, iter(read))
-
-    def capture(self, cand: CandidateProcess, index: int, where: str, timeout_s: float, posts: list[float]) -> Any:
-        """Output ``index`` of the last window, as the judge's own copy: read from the stopped
-        candidate's memory (CPU) or handed over and cloned (GPU). A string says why it could not be
-        read."""
-        from kag.core.eval.judge_inputs import clone_tree
-
         template = self.reference_output
-        out = self.outputs_as_answered(cand, template, index)
-        if out is NOT_IN_MEMORY:
-            # the harness makes CPU outputs plain contiguous tensors; one that is not where the
-            # answer says could be computed when handed over (an object's __reduce_ex__)
-            return ("its output was not in memory where the call's answer put it (not plain tensors laid out as "
-                    "the reference's)")
-        if out is None:  # on a GPU: the candidate hands it over (a measured window)
-            out, window = self.post(cand, index, timeout_s, where)
-            posts.append(window)
-            out = clone_tree(out)
-            self.clock.synchronize()
-        return out
+        tensors = list(iter_tensors(template))
+        found = self.where[index * len(tensors):(index + 1) * len(tensors)]
+        why = ("its output was not where the window's end said it is (outputs must be plain tensors, laid out as "
+               "the reference's on the CPU, allocated by PyTorch on a GPU)")
+        if len(found) != len(tensors):
+            return why
+        read = []
+        for t, place in zip(tensors, found):
+            if self.cuda:
+                got = self.reader.read(place, t)
+                if got is None:
+                    return why
+                read.append(got)
+                continue
+            address, size = place
+            if not address or size != t.numel() * t.element_size():
+                return why
+            data = bytearray(self.candidate.read_memory(address, size))
+            read.append(torch.frombuffer(data, dtype=t.dtype).reshape(t.shape))
+        return replace_tensors(template, iter(read))
 
     def verify(self, out: Any, seed: int, where: str) -> str | None:
         """``out`` against the reference on the inputs of ``seed``: the mismatch, None when right."""
@@ -215,40 +202,41 @@ class CandidateCalls:
         del ref
         return mismatch
 
-    def compare_call(self, cand: CandidateProcess, index: int, seed: int, where: str, timeout_s: float,
-                     posts: list[float]) -> str | None:
-        """Capture output ``index`` of the last window and compare it now."""
-        return self.verify(self.capture(cand, index, where, timeout_s, posts), seed, where)
-
     # -- the checks -----------------------------------------------------------------------------
     def check(self, cand: CandidateProcess) -> bool:
-        """The correctness checks: one window of ``num_checks`` calls on fresh secret inputs (the
-        same path as every other window), every output compared; ``check_s`` bounds the window."""
+        """The correctness checks: ``num_checks`` calls on fresh secret inputs in windows (the same
+        path as every other window; as many calls a window as input sets fit), every output
+        compared; ``check_s`` bounds each window."""
         n = max(1, self.spec.num_checks)
+        per = max(1, len(self.sets))
         limit = self.spec.timeouts.check_s
         start = time.perf_counter()
+        captures: list[float] = []
+        verifies: list[float] = []
+        windows_s: list[float] = []
         try:
             seeds = [secrets.randbits(62) if self.spec.seed is None else self.derived_seed("check", k)
                      for k in range(n)]
-            for j, seed in enumerate(seeds):
-                self.fill(self.sets[j], self.make_inputs(seed))
-            self.settle()
-            mark("judge", "checks: inputs ready")
-            phase = f"the {n} checks" if n > 1 else "the check"
-            self.check_window_s = cand.window(n, limit, phase)
-            posts: list[float] = []
-            captures: list[float] = []
-            verifies: list[float] = []
-            for j, seed in enumerate(seeds):
-                t0 = time.perf_counter()
-                out = self.capture(cand, j, f"check {j + 1}", limit, posts)
-                t1 = time.perf_counter()
-                mismatch = self.verify(out, seed, f"check {j + 1}")
-                captures.append(t1 - t0)  # what a re-check costs a gap
-                verifies.append(time.perf_counter() - t1)  # ... if it were compared there
-                mark("judge", f"check {j + 1}: compared")
-                if mismatch is not None:
-                    return self.fail("mismatch", f"check {j + 1} of {n}: {mismatch}")
+            for first in range(0, n, per):
+                chunk = seeds[first:first + per]
+                for j, seed in enumerate(chunk):
+                    self.fill(self.sets[j], self.make_inputs(seed))
+                self.settle()
+                mark("judge", "checks: inputs ready")
+                phase = f"the {n} checks" if n > 1 else "the check"
+                windows_s.append(cand.window(len(chunk), limit, phase) / len(chunk))
+                self.window_ended(cand)
+                for j, seed in enumerate(chunk):
+                    t0 = time.perf_counter()
+                    out = self.capture(j)
+                    t1 = time.perf_counter()
+                    mismatch = self.verify(out, seed, f"check {first + j + 1}")
+                    captures.append(t1 - t0)  # what a re-check costs a gap
+                    verifies.append(time.perf_counter() - t1)  # ... if it were compared there
+                    mark("judge", f"check {first + j + 1}: compared")
+                    if mismatch is not None:
+                        return self.fail("mismatch", f"check {first + j + 1} of {n}: {mismatch}")
+            self.check_per_call_s = min(windows_s)
             # the gap after a window is padded to hold a re-check's capture: typical, with room for noise
             self.capture_s = 2.0 * statistics.median(captures)
             self.verify_s = 2.0 * statistics.median(verifies)
@@ -257,6 +245,11 @@ class CandidateCalls:
             self.free()
         self.report.correct = True
         return True
+
+    def sets_that_fit(self, calls: int) -> int:
+        """At most ``calls`` input sets, as many as fit the memory budget (at least one)."""
+        per_call_bytes = tree_bytes(self.local) + tree_bytes(self.reference_output)
+        return int(max(1, min(calls, self.budget_bytes() // max(per_call_bytes, 1))))
 
     # -- timing ---------------------------------------------------------------------------------
     def time_candidate(self, cand: CandidateProcess) -> bool:
@@ -305,13 +298,11 @@ class CandidateCalls:
         deadline = time.monotonic() + spec.timeouts.timing_s
         start = time.perf_counter()
         counter = [0]
-        n_checks = max(1, spec.num_checks)
-        first = self.window_calls(cand, self.sets, self.check_window_s / n_checks, spec.timeouts.load_s)
+        first = self.window_calls(cand, self.sets, self.check_per_call_s, spec.timeouts.load_s)
         # a null and a warm-up window sized by the (cold) checks, then the calls a window holds, re-estimated warm
         self.recheck_p = recheck_probability(first * (spec.num_timed + spec.warmup), spec.do_correctness)
-        posts: list[float] = []
         warm = run_windows(self, cand, self.sets, estimate_plan(first), purpose="timed",
-                           timeout_s=spec.timeouts.timing_s, phase="warming up", after=self.rechecker(cand, posts),
+                           timeout_s=spec.timeouts.timing_s, phase="warming up", after=self.rechecker(cand),
                            deadline=deadline, counter=counter)
         if warm.failed:
             return False
@@ -325,9 +316,8 @@ class CandidateCalls:
         self.defer_checks = expected <= DEFERRED_BYTES and (not self.cuda or expected <= 0.25 * self.budget_bytes())
         pause = self.pause_s(cand, calls)
         timing: WindowTiming = run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
-                                           phase="timing", after=self.rechecker(cand, posts), pause_s=pause,
+                                           phase="timing", after=self.rechecker(cand), pause_s=pause,
                                            sampler=self.sampler, deadline=deadline, counter=counter)
-        timing.post_s = posts
         self.report.rechecked_calls = self.rechecked
         self.report.durations_s["timing"] = round(time.perf_counter() - start, 3)
         if timing.failed or not self.verify_pending(timing):
@@ -352,20 +342,21 @@ class CandidateCalls:
         per_check = self.capture_s + (0.0 if self.defer_checks else self.verify_s)
         return PAUSE_MARGIN * (fill_s + poison_s + checks * per_check)
 
-    def rechecker(self, cand: CandidateProcess, posts: list[float]):
-        """What runs after each window: each of its calls chosen with the secret probability has its
-        output captured (CPU: read from the stopped candidate's memory; GPU: handed over and
-        copied), to be compared after the last window (now, when outputs are too large to keep);
-        then the memory the size of its outputs is poisoned."""
+    def rechecker(self, cand: CandidateProcess):
+        """What runs after each window: where its outputs are is read from its end; each of its
+        calls chosen with the secret probability has its output copied out of the stopped
+        candidate's memory, to be compared after the last window (now, when outputs are too large
+        to keep); then the memory the size of its outputs is poisoned."""
 
         def after(kind: str, calls: int, seeds: list[int], timing: Any) -> bool | None:
             from kag.core.eval.judge_timing import chosen_calls
 
+            self.window_ended(cand)
             chosen = False
             for j in chosen_calls(calls, self.recheck_p):
                 self.rechecked += 1
                 where = f"a {kind} call (one of those compared in secret)"
-                out = self.capture(cand, j, where, self.spec.timeouts.check_s, posts)
+                out = self.capture(j)
                 if self.defer_checks and not isinstance(out, str):
                     self.pending.append((kind, seeds[j], out, len(timing.timed_s) - 1 if kind == "timed" else None))
                 else:
@@ -404,15 +395,13 @@ class CandidateCalls:
         from kag.core.eval.judge_timing import skipped_work
         from kag.core.eval.timing import summarize
 
-        fold = timing.fold_s(self.post_cal)
-        estimates = timing.per_call_s(fold)
+        estimates = timing.per_call_s()
         stats = summarize([e * 1000.0 for e in estimates])
         self.report.timing["candidate"] = stats
         self.report.times_ms["candidate"] = stats.median_ms
         resolution = timing.resolution_s()
         cal = self.report.calibration
-        cal.update(window_summary(timing, plan), pause_ms=round(pause * 1e3, 3), post_ms=median_ms(timing.post_s),
-                   post_calibrated_ms=median_ms(self.post_cal.post_s), fold_ms=round(fold * 1e3, 4),
+        cal.update(window_summary(timing, plan), pause_ms=round(pause * 1e3, 3),
                    resolution_ms=round(resolution * 1e3, 5), recheck_probability=round(self.recheck_p, 5))
         credited = stats.median_ms
         if resolution * 1e3 > credited:
@@ -421,9 +410,6 @@ class CandidateCalls:
                                      f"({credited:.4g} ms): credited as that")
         self.report.times_ms["candidate"] = credited
         self.report.timing["candidate_window"] = summarize([w * 1000.0 for w in timing.timed_s])
-        if fold > 0:
-            self.report.notes.append(f"handing over outputs took {fold * 1e3:.4g} ms longer than calibrated: "
-                                     f"added to every timed call (work done after the call returned)")
         if self.probe is not None and self.probe.waits:
             cal["probe_waits"] = self.probe.waits
         why = skipped_work(estimates, [estimates[i] for i in timing.verified])

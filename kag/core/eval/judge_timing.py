@@ -27,8 +27,12 @@ kept outputs. Where not even two calls fit, windows of one call less interleaved
 What a window cannot see, and what covers it:
 - Skipped work: outputs of calls chosen independently with a secret probability are compared after
   their window (kag.core.eval.judge_calls); every call is a candidate for it, warm-up and checks too.
-- Work put off until an output is handed over (GPU): hand-overs slower than the calibrated ones
-  (``fold_threshold_s``) are charged to every call.
+- Work put off until an output is asked for: there is no such moment. Outputs are read from the
+  stopped candidate's memory where the window's end said they are (CPU: its address space; GPU: its
+  CUDA allocations, mapped in the judge: kag.core.eval.gpu_outputs); no candidate code runs then.
+  (An earlier design had the candidate hand re-checked GPU outputs over and charged any hand-over
+  slower than calibrated to every call: honest hand-overs of fresh allocations were 0.25-0.46 ms
+  slower, and small kernels were credited that.)
 - Calls of one window that overlap on the GPU, or one call doing the work of later ones (a batch
   that knows it is one): per-call kernel records (kag.core.eval.observe) show them to the
   no-hidden-work guard. They come from the candidate's process, so a solution that rewrites its
@@ -61,17 +65,10 @@ MAX_CALLS = 512  # calls in one window
 INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (and a quarter of free memory)
 NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where windows hold one call
 MIN_NULL = 10
-SAMPLED_WINDOWS = {"cpu": 48, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
+SAMPLED_WINDOWS = {"cpu": 64, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
 # (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several
 RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per evaluation: with 12, a
 # solution skipping work on one call in three is caught with probability 1 - (2/3)**12 = 99.2%
-POST_CALIBRATIONS = 12  # hand-overs of a ready output before the solution is imported: its noise, unforgeable
-FOLD_SIGMAS = 3.0  # a timed call's hand-overs slower than calibrated by this many standard errors of the
-# difference of medians (from the calibration's spread alone: the solution can widen its own) are work put
-# off until the output was asked for, and the whole difference is charged to every timed call. A slack that
-# grew with the hand-over's own time (10% of it, once) let a lazy ReLU on a 128 MB output hide its 85 us
-# kernel in a 1 ms hand-over: 3.25x eager and reward 3 on an H100 (bench/trust_gpu/session5)
-FOLD_FLOOR_S = 5e-6
 FAST_RATIO = 0.5  # a "skipped" window: its calls under half the fastest verified window's
 FAST_MIN_GAP_S = 20e-6  # ... and this much under it (tiny kernels jitter)
 FAST_MIN_SHARE = 0.2  # a cluster: at least this share of the timed windows (and 3 of them)
@@ -141,13 +138,6 @@ def choose_calls(per_call_s: float, bytes_per_call: int, budget_bytes: int, gpu:
 
 
 @attrs.define
-class PostCalibration:
-    """Hand-overs of a ready output, timed before the solution was imported (seconds)."""
-
-    post_s: list[float] = attrs.field(factory=list)
-
-
-@attrs.define
 class WindowTiming:
     """What the judge measured of one side: its windows (seconds), by kind, and which long
     windows' compared outputs were right (indices into ``timed_s``)."""
@@ -157,7 +147,6 @@ class WindowTiming:
     timed_s: list[float] = attrs.field(factory=list)
     short_s: list[float] = attrs.field(factory=list)
     null_s: list[float] = attrs.field(factory=list)
-    post_s: list[float] = attrs.field(factory=list)
     verified: list[int] = attrs.field(factory=list)
     failed: bool = False  # a compared output was wrong: the timing stopped there
 
@@ -173,34 +162,17 @@ class WindowTiming:
         """The median of the windows a long one is compared with."""
         return median(self.base[0])
 
-    def per_call_s(self, fold_s: float = 0.0) -> list[float]:
+    def per_call_s(self) -> list[float]:
         """Each long window's time per call, less the base (the short windows' median, else the
-        null windows'), plus the hand-over fold."""
+        null windows')."""
         windows, span = self.base
         base = median(windows)
-        return [max(w - base, 0.0) / span + fold_s for w in self.timed_s]
+        return [max(w - base, 0.0) / span for w in self.timed_s]
 
     def resolution_s(self) -> float:
         """What the base's own noise is worth per call: one standard error of its median."""
         windows, span = self.base
         return median_error(windows) / span
-
-    def fold_s(self, cal: PostCalibration) -> float:
-        """Hand-over work: how much slower than calibrated the hand-overs were, when that is more
-        than noise (else 0)."""
-        if not self.post_s or not cal.post_s:
-            return 0.0
-        diff = median(self.post_s) - median(cal.post_s)
-        return diff if diff > fold_threshold_s(cal.post_s, len(self.post_s)) else 0.0
-
-
-def fold_threshold_s(calibrated_s: list[float], n: int) -> float:
-    """How much slower than calibrated ``n`` hand-overs may be before the difference counts as
-    work: FOLD_SIGMAS standard errors of a difference of two medians (1.4826 MAD estimates the
-    spread, 1.2533 / sqrt(n) a median's error), at least FOLD_FLOOR_S."""
-    sigma = 1.4826 * mad(calibrated_s)
-    error = 1.2533 * sigma * math.sqrt(1.0 / max(n, 1) + 1.0 / max(len(calibrated_s), 1))
-    return max(FOLD_FLOOR_S, FOLD_SIGMAS * error)
 
 
 def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | None:

@@ -104,8 +104,8 @@ def test_correct_solution_scores_and_baselines_are_cached(task, cache_dir):
     first_cache = first.metadata["baseline_cache"]
     assert set(first_cache) == {"eager", "compile"}
     assert all(info["source"] == "timed" and info["runs"] == 5 for info in first_cache.values())
-    # its rechecked outputs were read from its memory: nothing handed over, nothing folded into its time
-    assert first.metadata["calibration"]["fold_ms"] == 0 and first.metadata["calibration"]["post_ms"] is None
+    # its rechecked outputs were read from its memory: nothing was handed over
+    assert "fold_ms" not in first.metadata["calibration"] and "post_ms" not in first.metadata["calibration"]
     load = first.metadata["timing_load"]  # every timed phase held the CPU's slot and says under what load
     assert load["candidate"]["locked"] and load["candidate"]["slot"] == "cpu"  # null windows are in its timing
     assert load["candidate"]["cpus"] >= 1 and load["candidate"]["loadavg_1m"] is not None

@@ -192,4 +192,4 @@ def test_with_the_harness_check_patched_away_the_judge_still_reads_the_output_fr
     result = evaluate(task, Solution(model_new=LATER % patch),
                       options(tmp_path, guards=(), do_timing=True, num_timed=12, warmup=1, static_guards=False))
     assert not result.ok and result.reward.value == -1, (result.error, result.times_ms)
-    assert "not in memory where the call's answer put it" in (result.error or ""), result.error
+    assert "not where the window's end said it is" in (result.error or ""), result.error

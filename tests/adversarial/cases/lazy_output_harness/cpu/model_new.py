@@ -1,6 +1,7 @@
-"""Attack (work put off until the output is asked for, Python): forward returns an unwritten
-tensor at once; the solution wraps the evaluator's harness so that, when the judge asks for an
-output, the kernel first writes it into that tensor (no allocation, no PyTorch op)."""
+"""Attack (work put off past the window, Python): forward returns an unwritten tensor at once; the
+solution wraps the evaluator's harness so that the kernels write the window's outputs only when the
+judge next talks to it, after the window (when it asks for the memory to be poisoned): outside the
+window's time, if the judge read its outputs through it."""
 import sys
 
 import torch
@@ -13,7 +14,7 @@ def _harness():
     frame = getattr(sys, "_get" + "frame")(1)
     while frame is not None:
         obj = frame.f_locals.get("self")
-        if obj is not None and hasattr(obj, "post") and hasattr(obj, "inputs"):
+        if obj is not None and hasattr(obj, "poison") and hasattr(obj, "sets"):
             return obj
         frame = frame.f_back
     return None
@@ -28,13 +29,13 @@ class ModelNew(nn.Module):
         if not self.patched:
             harness = _harness()
             if harness is not None:
-                original = harness.post
+                original = harness.poison
 
-                def lazy_post(arg, h=harness, original=original):
-                    if h.last is not None:
-                        cuda_extension.relu_into(h.inputs[0], h.last)
-                    return original(arg)
+                def lazy_poison(h=harness, original=original):
+                    for inputs, out in zip(h.sets, h.outputs):
+                        cuda_extension.relu_into(inputs[0], out)
+                    return original()
 
-                harness.post = lazy_post
+                harness.poison = lazy_poison
                 self.patched = True
         return torch.empty_like(x)

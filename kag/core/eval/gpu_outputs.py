@@ -1,0 +1,174 @@
+"""Where a window's GPU outputs are, said by the candidate and read by the judge without it.
+
+Both sides of the boundary meet here, each with its own half:
+
+- ``describe_outputs`` runs in the candidate (untrusted) at the end of a window: for each output
+  tensor, the CUDA allocation that holds it (``cuMemGetAddressRange``), its offset and strides
+  there; for an allocation the judge has not been told of, an IPC handle
+  (``cudaIpcGetMemHandle``). No tensor is pickled and no reference is kept for the judge: the
+  caching allocator's segments are few and live on from window to window.
+- ``SegmentReader`` runs in the judge (trusted): it maps each allocation once
+  (``cudaIpcOpenMemHandle``) and copies an output's bytes from it into its own memory while the
+  candidate is stopped. Offsets and spans are checked against the allocation's size, so a lying
+  candidate can only point the judge at its own memory: if what is there is not the output, the
+  comparison fails.
+
+So no candidate code runs when an output is read: work put off until an output is asked for has
+no moment to run, and nothing tells the candidate which outputs were read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any, Iterable
+
+MAX_DIMS = 8
+ENTRY = struct.Struct("<IIQ" + "q" * MAX_DIMS)  # allocation index, dims, offset (bytes), strides (elements)
+SEGMENT = struct.Struct("<IQ64s")  # allocation index, size, IPC handle
+COUNT = struct.Struct("<I")
+UNREADABLE = 0xFFFFFFFF  # an entry for an output the candidate could not describe
+
+
+def _library(name: str) -> Any:
+    """A CUDA library this process already has loaded (the one torch uses), by file name prefix."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].rsplit("/", 1)[-1].startswith(name):
+                return ctypes.CDLL(parts[5])
+    return ctypes.CDLL(f"{name}.so")
+
+
+class CudaApi:
+    """The few CUDA entry points both halves call, through ctypes."""
+
+    def __init__(self) -> None:
+        self.rt = _library("libcudart")
+        self.drv = _library("libcuda")
+        self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char * 64, ctypes.c_uint]
+        self.rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
+        self.drv.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
+                                                     ctypes.c_uint64]
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        rc = self.drv.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
+        if rc != 0:
+            raise RuntimeError(f"cuMemGetAddressRange failed ({rc})")
+        return base.value, size.value
+
+    def ipc_handle(self, base: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        rc = self.rt.cudaIpcGetMemHandle(buf, ctypes.c_void_p(base))
+        if rc != 0:
+            raise RuntimeError(f"cudaIpcGetMemHandle failed ({rc})")
+        return buf.raw
+
+    def ipc_open(self, handle: bytes) -> int:
+        ptr = ctypes.c_void_p()
+        rc = self.rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), (ctypes.c_char * 64).from_buffer_copy(handle), 1)
+        if rc != 0:
+            raise RuntimeError(f"cudaIpcOpenMemHandle failed ({rc})")
+        return int(ptr.value or 0)
+
+    def ipc_close(self, ptr: int) -> None:
+        self.rt.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
+
+
+class OutputDescriber:
+    """The candidate's half: entries for a window's output tensors, and the allocations it shared."""
+
+    def __init__(self) -> None:
+        self.api: CudaApi | None = None
+        self.known: dict[int, tuple[int, int]] = {}  # allocation base -> (index, size)
+
+    def describe(self, tensors: Iterable[Any]) -> bytes:
+        """COUNT + entries, then COUNT + the allocations new to the judge (with their handles)."""
+        if self.api is None:
+            self.api = CudaApi()
+        entries, fresh = [], []
+        for t in tensors:
+            if t.device.type != "cuda" or t.dim() > MAX_DIMS or t.numel() == 0:
+                entries.append(ENTRY.pack(UNREADABLE, 0, 0, *([0] * MAX_DIMS)))
+                continue
+            ptr = t.data_ptr()
+            base = next((b for b, (_, size) in self.known.items() if b <= ptr < b + size), None)
+            if base is None:
+                base, size = self.api.address_range(ptr)
+                index = len(self.known)
+                self.known[base] = (index, size)
+                fresh.append(SEGMENT.pack(index, size, self.api.ipc_handle(base)))
+            index, _ = self.known[base]
+            strides = list(t.stride()) + [0] * (MAX_DIMS - t.dim())
+            entries.append(ENTRY.pack(index, t.dim(), ptr - base, *strides))
+        return COUNT.pack(len(entries)) + b"".join(entries) + COUNT.pack(len(fresh)) + b"".join(fresh)
+
+
+def parse(tail: bytes) -> tuple[list[tuple[int, int, int, tuple[int, ...]]], list[tuple[int, int, bytes]]]:
+    """The judge's reading of ``describe``'s bytes: (index, dims, offset, strides) entries and the
+    new allocations (index, size, handle)."""
+    (n,) = COUNT.unpack_from(tail, 0)
+    pos = COUNT.size
+    entries = []
+    for _ in range(n):
+        index, dims, offset, *strides = ENTRY.unpack_from(tail, pos)
+        entries.append((index, dims, offset, tuple(strides[:dims])))
+        pos += ENTRY.size
+    (m,) = COUNT.unpack_from(tail, pos)
+    pos += COUNT.size
+    fresh = [SEGMENT.unpack_from(tail, pos + k * SEGMENT.size) for k in range(m)]
+    return entries, [(i, size, handle) for i, size, handle in fresh]
+
+
+class SegmentReader:
+    """The judge's half: the candidate's allocations mapped once, outputs copied out of them."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.api = CudaApi()
+        self.mapped: dict[int, tuple[int, int]] = {}  # index -> (pointer here, size)
+
+    def add(self, fresh: list[tuple[int, int, bytes]]) -> None:
+        for index, size, handle in fresh:
+            if index in self.mapped:
+                continue  # an index is told once; a second telling is ignored
+            self.mapped[index] = (self.api.ipc_open(handle), size)
+
+    def read(self, entry: tuple[int, int, int, tuple[int, ...]], like: Any) -> Any:
+        """A copy, in the judge's memory, of the output ``entry`` describes, shaped and typed as
+        ``like`` (the reference's tensor); None when the entry does not describe one (unreadable,
+        or out of its allocation's bounds)."""
+        import torch
+
+        index, dims, offset, strides = entry
+        if index not in self.mapped or dims != like.dim():
+            return None
+        base, size = self.mapped[index]
+        item = like.element_size()
+        if any(s < 0 for s in strides):
+            return None
+        span = (1 + sum((n - 1) * s for n, s in zip(like.shape, strides))) * item if like.numel() else 0
+        if offset < 0 or offset + span > size:
+            return None
+        raw = torch.as_tensor(_Cai(base + offset, span), device=self.device)  # bytes of the candidate's
+        own = raw.clone()  # the judge's copy, taken while the candidate is stopped
+        torch.cuda.synchronize()
+        return own.view(like.dtype).as_strided(tuple(like.shape), strides)
+
+    def close(self) -> None:
+        for ptr, _ in self.mapped.values():
+            try:
+                self.api.ipc_close(ptr)
+            except Exception:  # noqa: BLE001
+                pass
+        self.mapped.clear()
+
+
+class _Cai:
+    """A byte range of device memory, for ``torch.as_tensor`` (the CUDA array interface)."""
+
+    def __init__(self, ptr: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, True), "version": 3,
+                                         "strides": None}
