@@ -31,13 +31,20 @@ UNREADABLE = 0xFFFFFFFF  # an entry for an output the candidate could not descri
 
 
 def _library(name: str) -> Any:
-    """A CUDA library this process already has loaded (the one torch uses), by file name prefix."""
+    """A CUDA library this process already has loaded (the one torch uses): ``name`` is the file
+    name up to ``.so`` (``libcuda`` is not ``libcudart``)."""
     with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split()
-            if len(parts) >= 6 and parts[5].rsplit("/", 1)[-1].startswith(name):
+            if len(parts) >= 6 and parts[5].rsplit("/", 1)[-1].startswith(name + ".so"):
                 return ctypes.CDLL(parts[5])
     return ctypes.CDLL(f"{name}.so")
+
+
+class IpcHandle(ctypes.Structure):
+    """``cudaIpcMemHandle_t``: 64 opaque bytes, passed by value (a ctypes array would go as a pointer)."""
+
+    _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
 class CudaApi:
@@ -46,8 +53,8 @@ class CudaApi:
     def __init__(self) -> None:
         self.rt = _library("libcudart")
         self.drv = _library("libcuda")
-        self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-        self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char * 64, ctypes.c_uint]
+        self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_void_p]
+        self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle, ctypes.c_uint]
         self.rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
         self.drv.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
                                                      ctypes.c_uint64]
@@ -60,15 +67,15 @@ class CudaApi:
         return base.value, size.value
 
     def ipc_handle(self, base: int) -> bytes:
-        buf = ctypes.create_string_buffer(64)
-        rc = self.rt.cudaIpcGetMemHandle(buf, ctypes.c_void_p(base))
+        handle = IpcHandle()
+        rc = self.rt.cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(base))
         if rc != 0:
             raise RuntimeError(f"cudaIpcGetMemHandle failed ({rc})")
-        return buf.raw
+        return bytes(ctypes.string_at(ctypes.addressof(handle), 64))
 
     def ipc_open(self, handle: bytes) -> int:
         ptr = ctypes.c_void_p()
-        rc = self.rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), (ctypes.c_char * 64).from_buffer_copy(handle), 1)
+        rc = self.rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), IpcHandle.from_buffer_copy(handle), 1)
         if rc != 0:
             raise RuntimeError(f"cudaIpcOpenMemHandle failed ({rc})")
         return int(ptr.value or 0)
@@ -138,20 +145,24 @@ class SegmentReader:
 
     def read(self, entry: tuple[int, int, int, tuple[int, ...]], like: Any) -> Any:
         """A copy, in the judge's memory, of the output ``entry`` describes, shaped and typed as
-        ``like`` (the reference's tensor); None when the entry does not describe one (unreadable,
-        or out of its allocation's bounds)."""
+        ``like`` (the reference's tensor); a string saying why when the entry does not describe one
+        (unreadable, another shape, out of its allocation's bounds)."""
         import torch
 
         index, dims, offset, strides = entry
-        if index not in self.mapped or dims != like.dim():
-            return None
+        if index == UNREADABLE:
+            return "the candidate could not say where it is (not a CUDA tensor PyTorch allocated?)"
+        if index not in self.mapped:
+            return f"it is in an allocation ({index}) the candidate never shared"
+        if dims != like.dim():
+            return f"it has {dims} dimensions, the reference's {like.dim()}"
         base, size = self.mapped[index]
         item = like.element_size()
         if any(s < 0 for s in strides):
-            return None
+            return "negative strides"
         span = (1 + sum((n - 1) * s for n, s in zip(like.shape, strides))) * item if like.numel() else 0
         if offset < 0 or offset + span > size:
-            return None
+            return f"it runs past its allocation ({offset} + {span} > {size} bytes)"
         raw = torch.as_tensor(_Cai(base + offset, span), device=self.device)  # bytes of the candidate's
         own = raw.clone()  # the judge's copy, taken while the candidate is stopped
         torch.cuda.synchronize()
@@ -170,5 +181,5 @@ class _Cai:
     """A byte range of device memory, for ``torch.as_tensor`` (the CUDA array interface)."""
 
     def __init__(self, ptr: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, True), "version": 3,
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
                                          "strides": None}

@@ -149,8 +149,9 @@ class CandidateCalls:
             try:
                 self.where, fresh = parse(tail)
                 self.reader.add(fresh)
-            except Exception:  # noqa: BLE001 - an answer the judge cannot read: nothing can be read from it
-                self.where = []
+                self.where_error = None
+            except Exception as exc:  # noqa: BLE001 - an answer the judge cannot read: nothing can be read from it
+                self.where, self.where_error = [], f"{type(exc).__name__}: {exc}"
         else:
             n = COUNT.unpack_from(tail, 0)[0] if len(tail) >= COUNT.size else 0
             self.where = [EXTENT.unpack_from(tail, COUNT.size + k * EXTENT.size) for k in range(n)
@@ -172,13 +173,14 @@ class CandidateCalls:
         why = ("its output was not where the window's end said it is (outputs must be plain tensors, laid out as "
                "the reference's on the CPU, allocated by PyTorch on a GPU)")
         if len(found) != len(tensors):
-            return why
+            return why + (f": {self.where_error}" if getattr(self, "where_error", None) else
+                          f": {len(found)} of {len(tensors)} tensors described")
         read = []
         for t, place in zip(tensors, found):
             if self.cuda:
                 got = self.reader.read(place, t)
-                if got is None:
-                    return why
+                if isinstance(got, str):
+                    return f"{why}: {got}"
                 read.append(got)
                 continue
             address, size = place
