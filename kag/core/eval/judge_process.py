@@ -23,7 +23,7 @@ import attrs
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 
-JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR",
+JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR", "KAG_BELL",
              "RAY_TMPDIR")  # the last: the candidate empties Ray's temp folder (kag.core.trust.private_mounts)
 
 

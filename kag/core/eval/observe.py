@@ -116,7 +116,7 @@ class CallObserver:
             return obs
         try:
             self._prof.__exit__(None, None, None)
-            events = list(self._prof.events())
+            events = raw_events(self._prof)
         except Exception as exc:  # noqa: BLE001
             obs.error = f"the profiler failed: {type(exc).__name__}: {exc}"
             return obs
@@ -137,40 +137,67 @@ def all_threads() -> Any:
         return None
 
 
-def summarize_events(events: list[Any], obs: Observations) -> None:
+@attrs.frozen
+class Event:
+    """One of Kineto's raw events, as the summary needs it (nanoseconds). A kernel and the runtime
+    call that launched it share ``corr``; both link (``linked``) to the operator or range that was
+    open on the launching thread. Read from Kineto's own records rather than torch's
+    FunctionEvents, which do not carry the link on every torch version (2.11 has none) and cost
+    seconds to build for a timing's 10^5 events."""
+
+    name: str
+    cuda: bool
+    start: int
+    end: int
+    thread: int
+    corr: int
+    linked: int
+    annotation: bool
+
+
+def raw_events(prof: Any) -> list[Event]:
+    import torch
+
+    cuda = torch.autograd.DeviceType.CUDA
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        annotation = getattr(e, "is_user_annotation", None)
+        out.append(Event(name=e.name(), cuda=e.device_type() == cuda, start=int(e.start_ns()),
+                         end=int(e.start_ns() + e.duration_ns()), thread=int(e.start_thread_id()),
+                         corr=int(e.correlation_id()), linked=int(e.linked_correlation_id()),
+                         annotation=bool(annotation()) if callable(annotation) else False))
+    return out
+
+
+def summarize_events(events: list[Event], obs: Observations) -> None:
     """Fill ``obs`` from profiler events: operators, markers and GPU kernels that start (kernels:
     whose launch starts) inside a forward range (any thread) or on any thread but the harness's (a
     thread the solution started works for it, whenever it runs). The harness's own kernels (the
     poison, a null window's fill) and ModelNew's construction are outside them."""
-    import torch
-
-    cuda = torch.autograd.DeviceType.CUDA
-    # the harness's thread is the one its ranges are on, whichever ranges a session holds (one
-    # with only reference calls or hand-overs in it too)
-    marks = [e for e in events if e.name in HARNESS_RANGES and e.device_type != cuda]
-    harness = {getattr(e, "thread", None) for e in marks}
-    inside = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == FORWARD_RANGE])
-    in_post = _within([(e.time_range.start, e.time_range.end) for e in marks if e.name == POST_RANGE])
-
-    calls_of_windows(events, marks, obs)
-    launches = {e.id: e for e in events if e.device_type != cuda}
+    # the harness's thread is the one its ranges are on, whichever ranges a session holds
+    marks = [e for e in events if e.name in HARNESS_RANGES and not e.cuda]
+    harness = {e.thread for e in marks}
+    inside = _within([(e.start, e.end) for e in marks if e.name == FORWARD_RANGE])
+    in_post = _within([(e.start, e.end) for e in marks if e.name == POST_RANGE])
+    launch_of = launches(events)
+    calls_of_windows(events, marks, obs, launch_of)
     for e in events:
-        if e.device_type == cuda:
+        if e.cuda:
             # the harness's ranges have their own marks on the GPU timeline: annotations, not kernels
             # (a kernel's name cannot be one of them: a demangled name ends in its parameter list)
-            if e.name in HARNESS_RANGES or getattr(e, "is_user_annotation", False):
+            if e.name in HARNESS_RANGES or e.annotation:
                 continue
-            launch = launches.get(getattr(e, "linked_correlation_id", 0) or -1)
-            if launch is None or getattr(launch, "thread", None) not in harness or inside(launch.time_range.start):
+            launch = launch_of(e)
+            if launch is None or launch.thread not in harness or inside(launch.start):
                 obs.kernels[e.name] = obs.kernels.get(e.name, 0) + 1
             continue
         name = e.name
         if name in HARNESS_RANGES:
             continue
-        if in_post(e.time_range.start) and name.startswith(("aten::", "prim::")) and name not in HARNESS_POST_OPS:
+        if in_post(e.start) and name.startswith(("aten::", "prim::")) and name not in HARNESS_POST_OPS:
             obs.post_ops[name] = obs.post_ops.get(name, 0) + 1
             continue
-        if getattr(e, "thread", None) in harness and not inside(e.time_range.start):
+        if e.thread in harness and not inside(e.start):
             continue
         if name.startswith(("aten::", "prim::")):
             obs.ops[name] = obs.ops.get(name, 0) + 1
@@ -178,42 +205,50 @@ def summarize_events(events: list[Any], obs: Observations) -> None:
             obs.compiled.append(name)
 
 
-def calls_of_windows(events: list[Any], marks: list[Any], obs: Observations) -> None:
-    """Attribute each GPU kernel to the call that launched it (its launch's CPU event lies in that
-    call's forward range) and fill the cross-call counts of ``obs``."""
-    import torch
+def launches(events: list[Event]) -> Any:
+    """A function from a kernel to the CPU event that launched it: the runtime call with its
+    correlation id, else the operator or range it links to; None when neither was recorded."""
+    runtime = {e.corr: e for e in events if not e.cuda and e.linked > 0}
+    frontend = {e.corr: e for e in events if not e.cuda and e.linked == 0}
 
-    cuda = torch.autograd.DeviceType.CUDA
-    kernels = [e for e in events if e.device_type == cuda and not (e.name in HARNESS_RANGES
-                                                                    or getattr(e, "is_user_annotation", False))]
+    def launch_of(kernel: Event) -> Event | None:
+        return runtime.get(kernel.corr) or (frontend.get(kernel.linked) if kernel.linked > 0 else None)
+
+    return launch_of
+
+
+def calls_of_windows(events: list[Event], marks: list[Event], obs: Observations, launch_of: Any) -> None:
+    """Attribute each GPU kernel to the call that launched it (its launch lies in that call's
+    forward range) and fill the cross-call counts of ``obs``."""
+    kernels = [e for e in events if e.cuda and not (e.name in HARNESS_RANGES or e.annotation)]
     if not kernels:
         return
-    calls = sorted((e.time_range.start, e.time_range.end) for e in marks if e.name == FORWARD_RANGE)
-    windows = sorted((e.time_range.start, e.time_range.end) for e in marks if e.name == WINDOW_RANGE)
+    calls = sorted((e.start, e.end) for e in marks if e.name == FORWARD_RANGE)
+    windows = sorted((e.start, e.end) for e in marks if e.name == WINDOW_RANGE)
     if not calls:
         return
     starts = [a for a, _ in calls]
-    launched_at = {e.id: e.time_range.start for e in events if e.device_type != cuda}
     per_call: dict[int, list[tuple[float, float]]] = {}
     for k in kernels:
-        t = launched_at.get(getattr(k, "linked_correlation_id", 0) or -1)
-        if t is None:
+        launch = launch_of(k)
+        if launch is None:
             continue
-        i = bisect.bisect_right(starts, t) - 1
-        if i >= 0 and calls[i][0] <= t <= calls[i][1]:
-            per_call.setdefault(i, []).append((k.time_range.start, k.time_range.end))
+        i = bisect.bisect_right(starts, launch.start) - 1
+        if i >= 0 and calls[i][0] <= launch.start <= calls[i][1]:
+            per_call.setdefault(i, []).append((k.start, k.end))
     wstarts = [a for a, _ in windows]
     by_window: dict[int, list[int]] = {}
     for i, (a, _b) in enumerate(calls):
         w = bisect.bisect_right(wstarts, a) - 1
         by_window.setdefault(w, []).append(i)
-    for w, members in by_window.items():
+    slack = OVERLAP_SLACK_US * 1000.0
+    for members in by_window.values():
         busy = [_union(per_call.get(i, [])) for i in members]
         if any(busy):
             obs.idle_calls += sum(1 for b in busy if b == 0.0)
         for prev, nxt in zip(members, members[1:]):
             if per_call.get(prev) and per_call.get(nxt):
-                if min(a for a, _ in per_call[nxt]) < max(b for _, b in per_call[prev]) - OVERLAP_SLACK_US:
+                if min(a for a, _ in per_call[nxt]) < max(b for _, b in per_call[prev]) - slack:
                     obs.overlapping_calls += 1
         total = sum(busy)
         if len(members) >= 4 and total > 0:

@@ -7,7 +7,7 @@ import kag.core.eval.guarding as guarding
 import kag.core.eval.observe as observe
 
 observe.summarize_events = lambda events, obs: None
-observe.calls_of_windows = lambda events, marks, obs: None
+observe.calls_of_windows = lambda events, marks, obs, launch_of: None
 guarding.compare_identities = lambda snapshot, guard="no-tampering": []
 
 
