@@ -10,7 +10,6 @@ by every solution built with the same toolchain.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import errno
 import functools
 import hashlib
@@ -19,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -234,55 +232,20 @@ def confined(cmd: list[str], workdir: Path, cache: Path) -> list[str]:
             "--read", package, "--", *cmd]
 
 
-def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None,
-         idle: bool = True) -> tuple[int, str]:
-    """Run a compiler; on timeout kill its whole process group (nvcc spawns cicc, ptxas).
-    ``idle``: at SCHED_IDLE on a GPU host (below)."""
-    try:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                text=True, errors="replace", start_new_session=True)
-    except OSError as exc:
-        return 127, f"{cmd[0]}: cannot run: {exc}"
-    from kag.core.eval.timing_lock import build_affinity, host_slot
-
-    cores = build_affinity()  # on a GPU host: a core per GPU left to timings (nvcc's children inherit it)
-    if cores:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(proc.pid, cores)
-    if idle and host_slot() is None:
-        # a GPU host, where builds run beside timings: the compilers take only CPU time nothing else
-        # wants, and a timing's judge and candidate (two processes handing each call over) preempt them
-        # at once. Beside 8 builds on 15 of an H100 host's 16 cores an honest launch-bound ReLU was
-        # credited 1.5-1.8 ms in 2 of 6 evaluations, 0.1-0.2 ms at SCHED_IDLE (bench/issue19_h100). Not on
-        # a CPU host: its builds already wait for timings, and there a judge's checks would starve them
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setscheduler(proc.pid, os.SCHED_IDLE, os.sched_param(0))
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return -1, f"timed out after {timeout_s:g} s"
-
-
-def _run_compiler(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str], lock_dir: Path | None,
-                  slot: dict[str, Any]) -> tuple[int, str]:
-    """One compiler run, holding the host's slot (``timing_lock.host_work``) for that run only, so a
-    timing waits at most one file's limit, never a whole build. A run that times out at SCHED_IDLE
-    (a GPU host, where a busy CPU can starve it) is run once more at normal priority: only a file that
-    times out then is the solution's fault."""
-    from kag.core.eval.timing_lock import host_slot, host_work
+def _run_compiler(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str], lock_dir: Path | None,
+                  slot: dict[str, Any]) -> Any:
+    """One compiler run until the build's ``deadline``, holding the host's slot
+    (``timing_lock.host_work``) for that run only, so a timing waits at most one run, never a whole
+    build (kag.core.eval.compile_run: whose fault a timeout is)."""
+    from kag.core.eval.compile_run import run
+    from kag.core.eval.timing_lock import host_work
 
     t0 = time.perf_counter()
-    with host_work(lock_dir) as quiet:
+    with host_work(lock_dir, deadline - time.monotonic()) as quiet:  # the wait is inside the build's limit
         with slot["lock"]:
             slot["wait"] = round(slot["wait"] + time.perf_counter() - t0, 3)
             slot["quiet"] = slot["quiet"] and bool(quiet)
-        rc, out = _run(cmd, cwd, timeout_s, env=env)
-        if rc == -1 and host_slot() is None:
-            rc, out = _run(cmd, cwd, timeout_s, env=env, idle=False)
-    return rc, out
+        return run(cmd, cwd, deadline, env=env)
 
 
 def tool_env(workdir: Path) -> dict[str, str]:
@@ -371,6 +334,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
     evaluation, ``kag build``, an agent's compile tool), so no timing on this CPU runs beside them.
     """
     start = time.perf_counter()
+    deadline = time.monotonic() + timeout_s  # the whole build's, every compiler run and wait included
     out_dir = Path(out_dir).resolve()
     suffix = getattr(backend, "module_suffix", None) or sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     module_path = out_dir / f"{MODULE_NAME}{suffix}"
@@ -378,7 +342,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
         stale.unlink()
     try:
         return _build(solution, backend, out_dir, module_path, cache_root(cache_dir).resolve(),
-                      jobs or os.cpu_count() or 1, timeout_s, start, lock_dir)
+                      jobs or os.cpu_count() or 1, timeout_s, deadline, start, lock_dir)
     except BuildCacheError as exc:
         return BuildResult(False, None, f"the evaluator could not build: {exc}", time.perf_counter() - start,
                            evaluator_fault=True)
@@ -392,7 +356,7 @@ def build_solution(solution: Solution, backend: Backend, out_dir: Path, *,
 
 
 def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Path, cache: Path,
-           jobs: int, timeout_s: float, start: float, lock_dir: Path | None = None) -> BuildResult:
+           jobs: int, timeout_s: float, deadline: float, start: float, lock_dir: Path | None = None) -> BuildResult:
     kernels = _normalise_kernels(solution.kernels)
     fixed = {name: (skill_dir() / name).read_bytes() for name in BINDING_FILES}
     src_root, staged = out_dir / "src", out_dir / "objects"
@@ -404,6 +368,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     mac_key = cache_key_material(cache)
     objects = integrity.SignedStore(cache / "objects", "object", mac_key)
     modules = integrity.SignedStore(cache / "modules", "module", mac_key)
+    failures = integrity.SignedStore(cache / "failures", "failure", mac_key)  # compile errors, by unit
     units = [_Unit(name, "binding") for name in getattr(backend, "fixed_units", ("binding.cpp",))]
     for rel in sorted(kernels):
         if rel.endswith(SOURCE_SUFFIXES):
@@ -423,12 +388,12 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     # the compilers' waits for the host's timings, summed over the runs (threads: one lock)
     slot: dict[str, Any] = {"wait": 0.0, "quiet": True, "lock": threading.Lock()}
 
-    def done(ok: bool, log: str, **lists: list[str]) -> BuildResult:
+    def done(ok: bool, log: str, evaluator_fault: bool = False, **lists: list[str]) -> BuildResult:
         warnings = [f"warning: the cached {name} failed its integrity check; ignored and rebuilt"
-                    for name in objects.rejected + modules.rejected]
+                    for name in objects.rejected + modules.rejected + failures.rejected]
         log = "\n".join(filter(None, [log, *warnings]))
-        return BuildResult(ok, str(out_dir) if ok else None, log, time.perf_counter() - start,
-                           warnings=warnings, slot_wait_s=slot["wait"], slot_quiet=slot["quiet"], **lists)
+        return BuildResult(ok, str(out_dir) if ok else None, log, time.perf_counter() - start, warnings=warnings,
+                           slot_wait_s=slot["wait"], slot_quiet=slot["quiet"], evaluator_fault=evaluator_fault, **lists)
 
     module = modules.read(linked_name) if linked_name else None
     if module is not None:  # the whole module is cached: no object is needed
@@ -445,44 +410,67 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
             (staged / unit.obj).write_bytes(data)
             cached.append(unit.rel)
 
-    def compile_one(index: int, unit: _Unit) -> tuple[_Unit, int, str]:
-        tree = src_root / f"unit{index}"
-        _write_tree(tree, unit.inputs, fixed)
-        obj = staged / unit.obj
-        rc, out = _run_compiler(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir,
-                                         cache), tree, timeout_s, tool_env(out_dir), lock_dir, slot)
-        if rc == 0 and obj.exists():
-            objects.write(unit.obj, obj.read_bytes())
-        else:
-            obj.unlink(missing_ok=True)
-            out = trim_compiler_output(out, tree) if rc != -1 else out
-        return unit, rc, out
+    def compile_one(index: int, unit: _Unit) -> tuple[_Unit, Any]:
+        from kag.core.eval.compile_run import RunOutcome, one_compile, remember_failure, remembered_failure
 
-    failures: list[tuple[str, str]] = []
+        obj = staged / unit.obj
+        with one_compile(cache, unit.obj, deadline) as mine:
+            if not mine:  # another build of the same unit held it past our deadline
+                return unit, RunOutcome(-1, "waited for the same file's compile in another build", timed_out=True,
+                                        starved=True)
+            data = objects.read(unit.obj)  # built meanwhile by another build
+            if data is not None:
+                obj.write_bytes(data)
+                return unit, RunOutcome(0, "")
+            known = remembered_failure(failures, unit.obj, deadline - time.monotonic())
+            if known is not None:
+                return unit, known
+            tree = src_root / f"unit{index}"
+            _write_tree(tree, unit.inputs, fixed)
+            outcome = _run_compiler(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir,
+                                             cache), tree, deadline, tool_env(out_dir), lock_dir, slot)
+            if outcome.ok and obj.exists():
+                objects.write(unit.obj, obj.read_bytes())
+                return unit, outcome
+            obj.unlink(missing_ok=True)
+            if not outcome.timed_out:
+                outcome.out = trim_compiler_output(outcome.out, tree)
+            remember_failure(failures, unit.obj, outcome)
+            return unit, outcome
+
+    failed: list[tuple[str, str]] = []
+    starved: list[str] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
-        for unit, rc, out in pool.map(compile_one, range(len(todo)), todo):
-            if rc == -1:
-                failures.append((unit.rel, f"{unit.rel}: error: compile {out} (the limit per file; "
-                                           f"EvalOptions.timeouts.build_s, `kag score --build-timeout`); "
-                                           f"simplify the file or split it"))
-            elif rc != 0:
-                failures.append((unit.rel, out))
+        for unit, outcome in pool.map(compile_one, range(len(todo)), todo):
+            if outcome.starved:
+                starved.append(f"{unit.rel}: the compile {outcome.out}: this machine was too busy (the "
+                               f"evaluator's failure, not the solution's)")
+            elif outcome.timed_out:
+                failed.append((unit.rel, f"{unit.rel}: error: compile {outcome.out}: the build's limit is "
+                                         f"{timeout_s:g} s in all (EvalOptions.timeouts.build_s, `kag score "
+                                         f"--build-timeout`); simplify the file or split it"))
+            elif outcome.rc != 0:
+                failed.append((unit.rel, outcome.out))
     compiled = [u.rel for u in todo]
-    if failures:
-        lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failures)
-        return done(False, _cap(lines.splitlines()), compiled=[c for c in compiled if c not in dict(failures)],
-                    cached=cached, failed=[rel for rel, _ in failures])
+    if starved:
+        return done(False, _cap(starved), compiled=[c for c in compiled if c not in starved], cached=cached,
+                    failed=[line.split(":", 1)[0] for line in starved], evaluator_fault=True)
+    if failed:
+        lines = "\n".join(msg or f"{rel}: compile failed with no message" for rel, msg in failed)
+        return done(False, _cap(lines.splitlines()), compiled=[c for c in compiled if c not in dict(failed)],
+                    cached=cached, failed=[rel for rel, _ in failed])
     if link_error is not None:
         return done(False, link_error, compiled=compiled, cached=cached)
 
     tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
     subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
-    rc, out = _run_compiler(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, timeout_s,
-                            tool_env(out_dir), lock_dir, slot)
-    if rc != 0 or not tmp.exists():
+    linked = _run_compiler(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, deadline,
+                           tool_env(out_dir), lock_dir, slot)
+    if not linked.ok or not tmp.exists():
         tmp.unlink(missing_ok=True)
-        msg = f"link {out}" if rc == -1 else trim_compiler_output(out, src_root)
-        return done(False, "link failed:\n" + msg, compiled=compiled, cached=cached)
+        msg = f"link {linked.out}" if linked.timed_out else trim_compiler_output(linked.out, src_root)
+        return done(False, "link failed:\n" + msg, compiled=compiled, cached=cached,
+                    evaluator_fault=linked.starved)
     module = tmp.read_bytes()
     tmp.unlink()
     modules.write(linked_name, module)

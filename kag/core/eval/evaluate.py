@@ -162,8 +162,12 @@ def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOpti
     from kag.core.eval.build import build_solution
 
     backend = plugins.create("backend", options.backend)
-    res = build_solution(solution, backend, out_dir, cache_dir=Path(options.cache_dir) if options.cache_dir else None,
-                         timeout_s=options.timeouts.build_s, lock_dir=lock_dir)
+    cache_dir = Path(options.cache_dir) if options.cache_dir else None
+    res = build_solution(solution, backend, out_dir, cache_dir=cache_dir, timeout_s=options.timeouts.build_s,
+                         lock_dir=lock_dir)
+    if res.evaluator_fault and "too busy" in (res.log or ""):  # starved by the host: once more, then its failure
+        res = build_solution(solution, backend, out_dir, cache_dir=cache_dir, timeout_s=options.timeouts.build_s,
+                             lock_dir=lock_dir)
     notes = []
     if res.cached:
         notes.append(f"build cache hits: {len(res.cached)}")

@@ -86,6 +86,8 @@ class Judge(CandidateCalls):
         self.verify_s = 0.0  # ... and comparison
         self.recheck_p = 0.0
         self.rechecked = 0
+        self.calls_seen = 0  # the candidate's calls so far, every window's
+        self.compared_at: list[int] = []  # which of them had their outputs compared
         self.defer_checks = False
         self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
 

@@ -24,7 +24,7 @@ import statistics
 import time
 from typing import Any
 
-from kag.core.eval.candidate_process import CandidateFailure, CandidateProcess
+from kag.core.eval.candidate_process import CandidateProcess
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import to_dict
 from kag.core.trace import mark
@@ -228,6 +228,8 @@ class CandidateCalls:
                 phase = f"the {n} checks" if n > 1 else "the check"
                 windows_s.append(cand.window(len(chunk), limit, phase) / len(chunk))
                 self.window_ended(cand)
+                self.compared_at += range(self.calls_seen, self.calls_seen + len(chunk))
+                self.calls_seen += len(chunk)
                 for j, seed in enumerate(chunk):
                     t0 = time.perf_counter()
                     out = self.capture(j)
@@ -321,6 +323,7 @@ class CandidateCalls:
                                            phase="timing", after=self.rechecker(cand), pause_s=pause,
                                            sampler=self.sampler, deadline=deadline, counter=counter)
         self.report.rechecked_calls = self.rechecked
+        self.report.calibration["compared_calls"] = list(self.compared_at)  # after the fact: which calls (0-based)
         self.report.durations_s["timing"] = round(time.perf_counter() - start, 3)
         if timing.failed or not self.verify_pending(timing):
             return False
@@ -355,8 +358,10 @@ class CandidateCalls:
 
             self.window_ended(cand)
             chosen = False
+            first, self.calls_seen = self.calls_seen, self.calls_seen + calls
             for j in chosen_calls(calls, self.recheck_p):
                 self.rechecked += 1
+                self.compared_at.append(first + j)
                 where = f"a {kind} call (one of those compared in secret)"
                 out = self.capture(j)
                 if self.defer_checks and not isinstance(out, str):

@@ -49,7 +49,7 @@ import math
 import secrets
 import statistics
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import attrs
 

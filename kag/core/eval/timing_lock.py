@@ -151,11 +151,14 @@ class TimingConditions:
         return None
 
 
-def host_work(lock_dir: str | Path | None = None) -> contextlib.AbstractContextManager[bool]:
+def host_work(lock_dir: str | Path | None = None, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]:
     """Heavy work on this host (compilers, importing torch): ``TimingSlot.shared`` of the CPU's slot
-    on a host without a GPU (yields whether it was had in time); on a GPU host, nothing to wait for."""
+    on a host without a GPU, waited for at most ``timeout_s`` (default SHARED_WAIT_S; yields whether
+    it was had in time); on a GPU host, nothing to wait for."""
     host = host_slot()
-    return TimingSlot(host, lock_dir).shared() if host else contextlib.nullcontext(True)
+    if not host:
+        return contextlib.nullcontext(True)
+    return TimingSlot(host, lock_dir).shared(SHARED_WAIT_S if timeout_s is None else max(0.0, timeout_s))
 
 
 def differ(a: TimingConditions, b: TimingConditions) -> bool:

@@ -151,8 +151,53 @@ def test_compile_timeout_is_reported(tmp_path: Path) -> None:
     sol = Solution(model_new=MODEL_NEW, kernels={"relu.cpp": kernel})
     result = build_solution(sol, CpuBackend(), tmp_path / "out", cache_dir=tmp_path / "cache", timeout_s=0.001)
     assert not result.ok and "kernels/relu.cpp" in result.failed
-    assert "kernels/relu.cpp: error: compile timed out after 0.001 s" in result.log
+    assert "kernels/relu.cpp" in result.log and "timed out" in result.log
+    # a compiler that had no time at all got no CPU either: the evaluator's failure, not the solution's
+    assert result.evaluator_fault and "too busy" in result.log
     assert not list((tmp_path / "cache" / "objects").glob("*.o"))
+
+
+ENDLESS = """
+template <int N> struct Deep { static constexpr long value = Deep<N - 1>::value + Deep<N - 2>::value; };
+template <> struct Deep<1> { static constexpr long value = 1; };
+template <> struct Deep<0> { static constexpr long value = 0; };
+long deep() { return Deep<%d>::value; }
+"""
+
+
+def test_the_build_limit_is_a_total_and_a_busy_compile_bomb_is_the_solutions(tmp_path: Path) -> None:
+    """Two files that each compile past the limit: the whole build ends at the limit (not twice it),
+    and a compiler that ran flat out until then is the solution's fault."""
+    import time
+
+    kernels = {f"bomb{i}.cpp": f"// {uuid.uuid4()}\n" + ENDLESS % 100000 for i in range(2)}
+    sol = Solution(model_new=MODEL_NEW, kernels={**kernels, "relu.cpp": RELU_CPP})
+    t0 = time.monotonic()
+    result = build_solution(sol, CpuBackend(), tmp_path / "out", cache_dir=tmp_path / "cache", timeout_s=4, jobs=1)
+    took = time.monotonic() - t0
+    assert not result.ok and took < 4 + 3, took  # the limit, plus killing and reaping
+    assert "the build's limit is 4 s in all" in result.log or result.evaluator_fault, result.log
+
+
+def test_identical_compile_units_are_compiled_once_across_builds(tmp_path: Path) -> None:
+    """Eight submissions of one new solution at once (an RL batch): one compile of each file; the
+    others wait for it and take its object (or its error)."""
+    import concurrent.futures
+
+    kernel = f"// {uuid.uuid4()}\n" + RELU_CPP
+    sol = Solution(model_new=MODEL_NEW, kernels={"relu.cpp": kernel})
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: build_solution(sol, CpuBackend(), tmp_path / f"out{i}",
+                                                         cache_dir=tmp_path / "cache"), range(4)))
+    assert all(r.ok for r in results), [r.log for r in results]
+    assert sum("kernels/relu.cpp" in r.compiled for r in results) >= 1
+    broken = Solution(model_new=MODEL_NEW, kernels={"relu.cpp": f"// {uuid.uuid4()}\nthis is not C++;\n"})
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        failed = list(pool.map(lambda i: build_solution(broken, CpuBackend(), tmp_path / f"bad{i}",
+                                                        cache_dir=tmp_path / "cache"), range(4)))
+    assert all(not r.ok and not r.evaluator_fault and "relu.cpp" in r.log for r in failed), [r.log for r in failed]
+    assert len({r.log.splitlines()[0] for r in failed}) == 1  # the one compile's error, every time
+    assert list((tmp_path / "cache" / "failures").iterdir())
 
 
 def test_trim_keeps_errors_with_relative_paths() -> None:

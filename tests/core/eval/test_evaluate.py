@@ -4,7 +4,6 @@ import os
 import textwrap
 import time
 
-import attrs
 
 import pytest
 

@@ -217,7 +217,7 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_p
     import os
     import sys
 
-    from kag.core.eval import build, timing_lock
+    from kag.core.eval import compile_run, timing_lock
 
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
@@ -227,13 +227,14 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_p
     monkeypatch.setattr(timing_lock, "build_affinity", lambda: frozenset(cores[:1]))
     monkeypatch.setattr(timing_lock, "host_slot", lambda: None)  # a GPU host: builds run beside timings
     probe = "import os, time; time.sleep(0.3); print(sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))"
-    code, out = build._run(["sh", "-c", f"sleep 0.3; {sys.executable} -c '{probe}'"], tmp_path, 60)
+    got = compile_run.run(["sh", "-c", f"sleep 0.3; {sys.executable} -c '{probe}'"], tmp_path, time.monotonic() + 60)
+    code, out = got.rc, got.out
     assert code == 0, out
     # the grandchild, forked after the compiler started, inherits its cores and its idle-only policy
     assert out.strip() == f"{cores[:1]} {os.SCHED_IDLE}"
     monkeypatch.setattr(timing_lock, "host_slot", lambda: "cpu")  # a CPU host: builds wait for timings instead
-    code, out = build._run(["sh", "-c", f"{sys.executable} -c '{probe}'"], tmp_path, 60)
-    assert code == 0 and out.strip().endswith(f" {os.SCHED_OTHER}"), out
+    got = compile_run.run(["sh", "-c", f"{sys.executable} -c '{probe}'"], tmp_path, time.monotonic() + 60)
+    assert got.rc == 0 and got.out.strip().endswith(f" {os.SCHED_OTHER}"), got.out
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="a GPU host's builds do not take the CPU's slot")
@@ -272,23 +273,17 @@ def test_every_build_waits_for_a_timing_on_this_cpu_kag_build_included(tmp_path)
     assert json.loads(again.stdout)["cached"] and json.loads(again.stdout)["slot_wait_s"] == 0.0
 
 
-def test_a_compile_that_times_out_at_idle_priority_runs_once_more_at_normal_priority(tmp_path, monkeypatch):
-    """On a GPU host compilers run at SCHED_IDLE, which a busy CPU can starve past the file's limit:
-    that timeout is not the solution's until the file also times out at normal priority."""
-    import threading
+def test_a_timeout_is_the_solutions_only_when_its_compiler_had_the_cpu(tmp_path):
+    """At the build's deadline the compiler's process group's CPU time decides: a compile bomb runs
+    flat out (the solution's fault); a compiler that waited for the CPU (sixteen on two cores) was
+    starved (the evaluator's)."""
+    import sys
 
-    from kag.core.eval import build, timing_lock
+    from kag.core.eval.compile_run import run
 
-    runs: list[bool] = []
-
-    def fake_run(cmd, cwd, timeout_s, env=None, idle=True):
-        runs.append(idle)
-        return (-1, "timed out") if idle else (0, "")
-
-    monkeypatch.setattr(build, "_run", fake_run)
-    slot = {"wait": 0.0, "quiet": True, "lock": threading.Lock()}
-    monkeypatch.setattr(timing_lock, "host_slot", lambda: None)  # a GPU host
-    assert build._run_compiler(["cc"], tmp_path, 1, {}, tmp_path / "locks", slot) == (0, "") and runs == [True, False]
-    runs.clear()
-    monkeypatch.setattr(timing_lock, "host_slot", lambda: "cpu")  # a CPU host: not idle, no second run
-    assert build._run_compiler(["cc"], tmp_path, 1, {}, tmp_path / "locks", slot)[0] == -1 and runs == [True]
+    busy = run([sys.executable, "-c", "while True: pass"], tmp_path, time.monotonic() + 1.5, idle=False)
+    assert busy.timed_out and not busy.starved and busy.cpu_s > 1.0, busy
+    waiting = run(["sh", "-c", "sleep 30"], tmp_path, time.monotonic() + 1.5, idle=False)
+    assert waiting.timed_out and waiting.starved and waiting.cpu_s < 0.5, waiting
+    quick = run(["sh", "-c", "echo done"], tmp_path, time.monotonic() + 10, idle=False)
+    assert quick.ok and quick.out.strip() == "done"
