@@ -285,6 +285,15 @@ def _try_in_child(action: Callable[[], None]) -> str | None:
     return None if answer == "ok" else (answer or "the probe died")
 
 
+def seccomp_list() -> str:
+    """Which filter a candidate gets (kag.core.trust.seccomp_allow)."""
+    from kag.core.trust import seccomp_allow
+
+    if seccomp_allow.available():
+        return ": an allow-list (libseccomp; Docker's default profile, narrowed)"
+    return ": a deny-list (libseccomp is not installed; install libseccomp2 for the allow-list)"
+
+
 def confinement_support() -> dict[str, Any]:
     """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
     not where it fails."""
@@ -315,7 +324,7 @@ def confinement_support() -> dict[str, Any]:
         "landlock": f"yes (ABI {abi})" if abi else "no: the kernel has no Landlock; candidates can read and "
                                                    "write what this user can",
         "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
-                           "candidates can fork, exec and ptrace"),
+                           "candidates can fork, exec and ptrace") + seccomp_list(),
         "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
                                       "a candidate of the same user can read the judge's memory"),
     }
