@@ -357,11 +357,12 @@ def apply_seccomp(no_exec: bool = True, no_fork: bool = True, own_pid: int | Non
     """Install a filter on every thread of this process (TSYNC): libseccomp's allow-list
     (kag.core.trust.seccomp_allow) where libseccomp is installed, else the deny-list assembled
     here. Returns which one, as ``kag doctor`` and a result's ``confinement`` name it."""
-    from kag.core.trust import seccomp_allow
+    if allow_list:
+        from kag.core.trust import seccomp_allow  # imported before Landlock by the candidate (prepare)
 
-    if allow_list and seccomp_allow.available():
-        seccomp_allow.apply_allow_list(no_exec, no_fork, own_pid)
-        return "seccomp (allow-list, libseccomp)"
+        if seccomp_allow.available():
+            seccomp_allow.apply_allow_list(no_exec, no_fork, own_pid)
+            return "seccomp (allow-list, libseccomp)"
     program = seccomp_program(no_exec, no_fork, own_pid)
     filters = ctypes.create_string_buffer(program)
     fprog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(filters)))

@@ -148,9 +148,13 @@ def undefined_symbols(path: str) -> list[str]:
 
 
 def refused_imports(path: str, allow_cublas: bool = True, allow_cudnn: bool = True) -> list[tuple[str, str]]:
-    """(symbol, why) for every import of the module at ``path`` that the allow-list refuses."""
-    return [(s, why) for s in undefined_symbols(path)
-            if (why := why_refused(s, allow_cublas, allow_cudnn)) is not None]
+    """(symbol, why) for every import of the module at ``path`` that the allow-list refuses (none
+    when it is not an ELF module: then it will not load either)."""
+    try:
+        imports = undefined_symbols(path)
+    except (OSError, ValueError, struct.error, IndexError):
+        return []
+    return [(s, why) for s in imports if (why := why_refused(s, allow_cublas, allow_cudnn)) is not None]
 
 
 def demangle(symbols: Iterable[str]) -> dict[str, str]:
