@@ -142,6 +142,11 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
         do_correctness=mode in ("score", "verify"), do_timing=mode in ("score", "profile"),
         timeouts=attrs.evolve(Timeouts(), build_s=build_timeout), static_guards=not no_static_guards,
     )
+    if not server:  # a backend this machine cannot run is a usage error, not the solution's failure
+        why = plugins.entry("backend", options.backend).availability()
+        if why:
+            raise click.UsageError(f"--backend {options.backend} cannot run on this machine: {why} "
+                                   f"(pass --backend cpu, or --server SOCKET of a machine that can)")
     if mode == "profile":
         from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
 

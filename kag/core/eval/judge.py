@@ -2,12 +2,12 @@
 
 It loads the task and builds ``Model`` under a fixed seed. It forks two children at start, before
 any CUDA call: the candidate (confined: kag.core.trust.isolation) and the baseline runner (the same
-harness, unconfined, for the task's own code). The baselines are timed in the runner through the
-windows the candidate is timed through (kag.core.eval.judge_windows), before any candidate code
-exists. The candidate then imports the solution; the judge sends the weights and drives every call
-itself: correctness checks on fresh secret inputs compared here (reference outputs never leave this
-process), windows of calls measured on this process's clock (kag.core.eval.judge_timing), outputs
-of calls chosen in secret compared after each window. The judge is not dumpable, so a process of
+harness, unconfined, for the task's own code). The candidate imports the solution; the judge sends
+the weights and drives every call itself: correctness checks on fresh secret inputs compared here
+(reference outputs never leave this process) first, so a failed solution costs its build and its
+checks; then, for a correct one, the baselines in the runner (the candidate stopped meanwhile) and
+the candidate, through the same windows (kag.core.eval.judge_windows), measured on this process's
+clock (kag.core.eval.judge_timing), outputs of calls chosen in secret compared after each window. The judge is not dumpable, so a process of
 the same user cannot read its memory, environment or descriptors.
 """
 
@@ -416,11 +416,6 @@ def judge_main(conn: Any) -> None:
         report.device = device_info(judge.device, spec.backend)
         report.durations_s["reference"] = round(time.perf_counter() - start, 3)
         mark("judge", "reference ready")
-        baseline_conditions: dict[str, Any] = {}
-        if spec.do_timing:
-            conn.send(("phase", "timing the baselines"))
-            baseline_conditions = judge.time_baselines()
-            mark("judge", "baselines timed")
         conn.send(("phase", "loading the solution"))
         cand = judge.start_candidate(early)
         judge.provenance = cpu_provenance(spec, cand)
@@ -430,7 +425,11 @@ def judge_main(conn: Any) -> None:
         ok = judge.check(cand) if spec.do_correctness else True
         mark("judge", "checks done")
         timed = False
-        if ok and spec.do_timing:
+        baseline_conditions: dict[str, Any] = {}
+        if ok and spec.do_timing:  # a failed solution costs its build and its checks, never a baseline
+            conn.send(("phase", "timing the baselines"))
+            baseline_conditions = judge.time_baselines()  # the candidate is stopped meanwhile
+            mark("judge", "baselines timed")
             conn.send(("phase", "timing the solution"))
             timed = judge.time_candidate(cand)
             mark("judge", "timing done")

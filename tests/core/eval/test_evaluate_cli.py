@@ -172,3 +172,20 @@ def test_each_command_shows_only_the_options_it_uses():
     assert "--num-checks" in verify and "--num-timed" not in verify and "--reference" not in verify
     assert "--num-timed" in profile and "--reference" in profile and "--num-checks" not in profile
     assert all(o in score for o in ("--num-checks", "--num-timed", "--compile-mode")) and "--reference" not in score
+
+
+def test_a_backend_this_machine_cannot_run_is_a_usage_error_at_once(workspace):
+    """`--backend cuda` with a CPU-only torch (or no GPU): exit 2 and one line, in under a second,
+    never a build that fails as the solution's (-1)."""
+    import time
+
+    from kag.core.plugins import Plugins
+
+    why = Plugins().entry("backend", "cuda").availability()
+    if why is None:
+        pytest.skip("the cuda backend can run here")
+    t0 = time.monotonic()
+    res = CliRunner().invoke(cli, ["score", "--task", str(workspace / "model.py"), "--solution", str(workspace),
+                                   "--backend", "cuda"])
+    assert res.exit_code == 2 and "cannot run on this machine" in res.output, res.output
+    assert time.monotonic() - t0 < 1.0

@@ -287,3 +287,28 @@ def test_a_timeout_is_the_solutions_only_when_its_compiler_had_the_cpu(tmp_path)
     assert waiting.timed_out and waiting.starved and waiting.cpu_s < 0.5, waiting
     quick = run(["sh", "-c", "echo done"], tmp_path, time.monotonic() + 10, idle=False)
     assert quick.ok and quick.out.strip() == "done"
+
+
+def test_the_suite_never_waits_for_another_users_timing(tmp_path):
+    """Another user's `kag score` holds the machine-wide CPU slot (<tmp>/kag-locks): the suite's
+    evaluations use a lock folder of their own (tests/conftest.py) and do not wait for it."""
+    import tempfile
+
+    from kag.core.eval.timing_lock import lock_dir
+
+    default = Path(tempfile.gettempdir()) / "kag-locks"
+    assert lock_dir() != default and os.environ["KAG_LOCK_DIR"]
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from kag.core.eval.timing_lock import TimingSlot\n"
+        f"with TimingSlot('cpu', {str(default)!r}).exclusive(timeout_s=60) as s:\n"
+        "    print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != "KAG_LOCK_DIR"})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        with TimingSlot("cpu").exclusive(timeout_s=30) as held:  # the suite's own folder
+            assert held.locked
+        assert time.monotonic() - t0 < 5
+    finally:
+        holder.kill()
+        holder.wait()
