@@ -6,12 +6,15 @@ costs seconds to minutes. Every reward reuses a cached timing, so an entry is
 
 - believed only if its HMAC (kag.core.trust.integrity, the evaluator's key) verifies over the entry and
   its key: an entry that anything else wrote or moved is ignored, re-timed, and named in a note;
-- written only when the timing settled (IQR under ``IQR_LIMIT`` of the median) and a second
-  settled timing agrees with it (medians within ``IQR_LIMIT``): a burst of load can make a whole
-  timing slow yet steady (seen on a 2-core machine: torch.compile ReLU at 14.4 ms with an IQR of
-  2.6%, against 0.43 ms), which only a timing at another moment shows. Timings are re-taken up to
-  ``ATTEMPTS`` times; if none agree, the lowest median serves this evaluation only (load only ever
-  adds time, so it is the closest to the truth and the least generous to the candidate);
+- written only when the timing settled (its median known to ``MEDIAN_ERROR_LIMIT`` of itself: the
+  standard error of a median of ``n`` windows whose spread is the IQR) and a second settled timing
+  agrees with it (medians within ``AGREE_LIMIT``): a burst of load can make a whole timing slow yet steady (seen on a 2-core
+  machine: torch.compile ReLU at 14.4 ms with an IQR of 2.6%, against 0.43 ms), which only a
+  timing at another moment shows. A median, not the single windows, is what a reward uses: on the
+  2-core CPU machine single windows spread 15-33% (IQR) while three timings' medians agreed within
+  3%, and a rule on the IQR never cached a CPU baseline. Timings are re-taken up to ``ATTEMPTS``
+  times; if none agree, the lowest median serves this evaluation only (load only ever adds time,
+  so it is the closest to the truth and the least generous to the candidate);
 - written only when it was timed on a quiet machine: with the device's timing slot held and little
   other work on the CPUs (kag.core.eval.timing_lock). Steady timings under steady load agree with
   each other (issue 19: eager ReLU at 19.9 ms instead of 0.75 ms with 7 other evaluations starting),
@@ -33,7 +36,8 @@ import attrs
 from kag.core.trust import integrity
 from kag.core.records import TimingStats, from_dict, to_dict
 
-IQR_LIMIT = 0.10  # a timing is cached only when its IQR is under this fraction of its median
+MEDIAN_ERROR_LIMIT = 0.03  # a timing settled: its median's standard error under this fraction of it
+AGREE_LIMIT = 0.05  # two settled timings agree: medians within this fraction
 ATTEMPTS = 3  # timings of one baseline per evaluation before giving up on settling it
 AGREEING = 2  # settled timings whose medians must agree before one is cached (1: the first settled)
 MAC_KIND = "baseline"
@@ -68,15 +72,22 @@ def cache_key(task_hash: str, device_name: str, torch_version: str, baseline: st
     return "|".join([task_hash, device_name, torch_version, baseline, mode or "-", str(num_timed)])
 
 
+def median_error_ms(stats: TimingStats) -> float:
+    """The standard error of the median of ``stats.n`` windows (the IQR / 1.349 estimates their
+    spread; 1.2533 / sqrt(n) a median's share of it)."""
+    return 1.2533 * (stats.iqr_ms / 1.349) / max(stats.n, 1) ** 0.5
+
+
 def settled(stats: TimingStats) -> bool:
-    """Worth caching: a positive median and an IQR under ``IQR_LIMIT`` of it."""
-    return stats.median_ms > 0 and stats.iqr_ms < IQR_LIMIT * stats.median_ms
+    """Worth caching: a positive median known to ``MEDIAN_ERROR_LIMIT`` of itself."""
+    return stats.median_ms > 0 and median_error_ms(stats) < MEDIAN_ERROR_LIMIT * stats.median_ms
 
 
 def agree(a: TimingStats, b: TimingStats) -> bool:
-    """Two settled timings whose medians differ by under ``IQR_LIMIT`` of the lower one."""
+    """Two settled timings whose medians differ by under ``AGREE_LIMIT`` of the lower one (timings
+    at two moments differ by more than their medians' errors, and that is not a burst of load)."""
     low = min(a.median_ms, b.median_ms)
-    return settled(a) and settled(b) and abs(a.median_ms - b.median_ms) < IQR_LIMIT * low
+    return settled(a) and settled(b) and abs(a.median_ms - b.median_ms) < AGREE_LIMIT * low
 
 
 def _agreed(tries: list[TimingStats]) -> TimingStats | None:
@@ -238,9 +249,9 @@ class BaselineCache:
         if chosen is None:
             found = ", ".join(f"{s.median_ms:.4g} ms (IQR {100 * spread(s):.0f}%)" for s in tries)
             notes.append(f"baseline {key.baseline}: its timing did not settle in {len(tries)} attempts ({found}; "
-                         f"the cache takes {AGREEING} that agree, each with an IQR under {100 * IQR_LIMIT:.0f}% of "
-                         f"its median); this evaluation uses the lowest median, {best.median_ms:.4g} ms, and does "
-                         f"not cache it")
+                         f"the cache takes {AGREEING} that agree, each with its median known to "
+                         f"{100 * MEDIAN_ERROR_LIMIT:.0f}%); this evaluation uses the lowest median, "
+                         f"{best.median_ms:.4g} ms, and does not cache it")
         return BaselineOutcome(best, info, notes)
 
     def _take_notes(self) -> list[str]:
