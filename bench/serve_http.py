@@ -63,7 +63,8 @@ def start_server(tmp: Path, args: argparse.Namespace, env: dict) -> tuple[subpro
     log = tmp / "serve.log"
     with open(log, "w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "serve", "--socket", str(tmp / "s" / "eval.sock"),
-                                 "--http", "127.0.0.1:0", "--backend", args.backend, "--num-timed", str(args.num_timed),
+                                 "--http", "127.0.0.1:0", "--task-root", str(EXAMPLES), "--backend", args.backend,
+                                 "--num-timed", str(args.num_timed),
                                  "--workers", str(args.workers), "--warm", str(args.workers),
                                  "--max-queue", str(max(args.requests, 1))], stderr=f, env=env)
     deadline = time.monotonic() + 180

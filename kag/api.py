@@ -24,7 +24,7 @@ from kag.core.tasks import TaskError
 
 TaskLike = Union[Task, str, "os.PathLike[str]"]
 SolutionLike = Union[Solution, str, "os.PathLike[str]"]
-_DATASET_ID = re.compile(r"^(?P<dataset>[\w.-]+):(?:level)?(?P<level>\d+)/(?P<pid>\d+)(?:_\S*)?$")
+DATASET_ID = re.compile(r"^(?P<dataset>[\w.-]+):(?:level)?(?P<level>\d+)/(?P<pid>\d+)(?:_\S*)?$")
 
 
 def load_task(spec: TaskLike, *, plugins: Any = None, config: Any = None) -> Task:
@@ -45,7 +45,7 @@ def load_task(spec: TaskLike, *, plugins: Any = None, config: Any = None) -> Tas
         parents = path.resolve().parent
         name = path.stem if path.stem != "model" else f"{parents.parent.name}/{parents.name}".strip("/")
         return Task(name=name, source="file", code=code, path=str(path))
-    match = _DATASET_ID.match(text)
+    match = DATASET_ID.match(text)
     if not match:
         raise TaskError(f"task {text!r}: no such file, and not a dataset id; pass a task .py file or an id "
                         f"like kernelbench:level1/19")

@@ -32,6 +32,9 @@ from kag.cli.common import plugin_options, user_errors
               help="HTTP: evaluations admitted at once; beyond it a request gets 503 with Retry-After.")
 @click.option("--workers", type=click.IntRange(1), default=None,
               help="HTTP: evaluations in progress at once (default: 2 per GPU, at least 2).")
+@click.option("--task-root", "task_roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="HTTP: a folder whose task files clients may name as labels (repeatable); without one, "
+                   "labels are dataset ids only, e.g. kernelbench:level1/19.")
 @click.option("--backend", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="HTTP /get_reward: the backend its completions are judged on.")
 @click.option("--num-timed", type=click.IntRange(1), default=None,
@@ -39,7 +42,7 @@ from kag.cli.common import plugin_options, user_errors
 @plugin_options
 @user_errors
 def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, token: str | None, max_queue: int,
-          workers: int | None, backend: str, num_timed: int | None, plugin_pairs: tuple[str, ...],
+          workers: int | None, task_roots: tuple[Path, ...], backend: str, num_timed: int | None, plugin_pairs: tuple[str, ...],
           config_path: str | None) -> None:
     """Serve evaluations to `kag score --server` (and over HTTP with --http) until interrupted."""
     from kag.core.eval.server import ENV_VAR, EvalServer
@@ -52,8 +55,8 @@ def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, tok
     front = None
     try:
         if http_bind is not None:
-            front = _http_front(server, http_bind, token, max_queue, workers, backend, num_timed, plugin_pairs,
-                                config_path)
+            front = _http_front(server, http_bind, token, max_queue, workers, task_roots, backend, num_timed,
+                                plugin_pairs, config_path)
     except BaseException:
         server.close()
         raise
@@ -65,7 +68,8 @@ def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, tok
     if front is not None:
         click.echo(f"kag serve: HTTP on {front.url} (POST /get_reward, POST /evaluate; "
                    f"{'bearer token required' if front.token else 'no token'}, {front.admission.workers} "
-                   f"worker(s), queue limit {front.admission.limit})", err=True)
+                   f"worker(s), queue limit {front.admission.limit}; labels: dataset ids"
+                   f"{''.join(f', files under {r}' for r in front.resolve_label.roots)})", err=True)
     try:
         from kag.core.eval.judge_process import WARM
 
@@ -81,10 +85,12 @@ def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, tok
         click.echo(f"kag serve: stopped after {server.served} evaluation(s)", err=True)
 
 
-def _http_front(server: Any, bind: str, token: str | None, max_queue: int, workers: int | None, backend: str,
-                num_timed: int | None, plugin_pairs: tuple[str, ...], config_path: str | None) -> Any:
-    """The HTTP front on ``server``: labels resolve as ``kag score --task`` does, /get_reward judges
-    with the plugins of --plugin and kag.toml (read once, at start)."""
+def _http_front(server: Any, bind: str, token: str | None, max_queue: int, workers: int | None,
+                task_roots: tuple[Path, ...], backend: str, num_timed: int | None, plugin_pairs: tuple[str, ...],
+                config_path: str | None) -> Any:
+    """The HTTP front on ``server``: a label is a dataset id or a task file under ``task_roots``
+    (kag.core.eval.task_labels), /get_reward judges with the plugins of --plugin and kag.toml (read
+    once, at start)."""
     import functools
 
     from kag.cli.common import make_plugins
@@ -92,6 +98,7 @@ def _http_front(server: Any, bind: str, token: str | None, max_queue: int, worke
     from kag.core.eval.evaluate import EvalOptions
     from kag.core.eval.gpu_pool import pick_backend
     from kag.core.eval.http_server import HttpFront, parse_bind
+    from kag.core.eval.task_labels import TaskLabels
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     options = EvalOptions(backend=pick_backend(backend))
@@ -99,7 +106,8 @@ def _http_front(server: Any, bind: str, token: str | None, max_queue: int, worke
         options.num_timed = num_timed
     return HttpFront(server, parse_bind(bind), token or None, max_queue,
                      workers or max(2, 2 * len(server.pool.devices)), options,
-                     functools.partial(resolve_task, plugins=plugins, config=config), completion_solution,
+                     TaskLabels(task_roots, functools.partial(resolve_task, plugins=plugins, config=config)),
+                     completion_solution,
                      plugins.names_selected())
 
 

@@ -10,12 +10,13 @@ Endpoints (JSON in, JSON out):
   it passed). ``extra_logs`` holds numbers only (OpenRLHF makes tensors of them): ``correct``,
   ``speedup_vs_eager``, ``speedup_vs_compile`` (0 when not timed) and ``error_<kind>`` (1 or 0)
   for each kind of failure: parse, build, guard, mismatch, timeout, crash, cuda_error, oom,
-  exception. A label names the task: a task file on the server or a dataset id such as
-  ``kernelbench:level1/19`` (what ``kag score --task`` takes).
+  exception. A label names the task: a dataset id such as ``kernelbench:level1/19`` or a task file
+  under a ``--task-root`` (kag.core.eval.task_labels; nothing else on the server is read).
 - ``POST /evaluate``: kag's own JSON, the socket protocol's request (``{"task": Task or label,
   "solution": {"model_new": ..., "kernels": {...}}, "options": EvalOptions, "plugins": {...}}``)
   -> ``{"result": EvalResult}``; ``{"batch": [request, ...]}`` -> ``{"results": [...]}``.
-- ``GET /health`` -> ``{"ok": true}`` (no token needed); ``GET /ping``: the socket's ping.
+- ``GET /health`` -> ``{"ok": true}`` (the one endpoint without a token); ``GET /ping``: the
+  socket's ping (devices, warm judges, queue), which needs the token as every other endpoint does.
 
 A request's evaluations fan out over a thread pool (``workers``) onto the server's GPU pool, which
 gives each one a GPU alone while it checks and times. Evaluations admitted but not finished are the
@@ -27,8 +28,9 @@ anything but a loopback address.
 
 Trusted side: completions are only parsed here (``parse_completion``, given by the caller) and
 every solution is judged by ``kag.core.eval.evaluate`` in a fresh judge and candidate; a label
-resolves to a task file readable by the server, so the token guards what the server will run as a
-reference, as the socket's file mode does.
+resolves only inside the task roots and datasets the server was started with, a client's
+``options.cache_dir`` is refused (the server's cache is its own), and the token guards what the
+server will run as a reference (an inline task's code), as the socket's file mode does.
 """
 
 from __future__ import annotations
@@ -242,6 +244,10 @@ class HttpFront:
         for i, item in enumerate(items):
             if not isinstance(item, dict):
                 raise HttpError(400, f"batch[{i}]: each request is a JSON object")
+            options = item.get("options")
+            if isinstance(options, dict) and options.get("cache_dir"):
+                raise HttpError(400, f"{'batch[%d].' % i if batch else ''}options.cache_dir: the server keeps its "
+                                     f"own cache; leave it out")
             if isinstance(item.get("task"), str):
                 item = {**item, "task": to_dict(self.task(item["task"], f"batch[{i}].task" if batch else "task"))}
             try:
@@ -298,6 +304,9 @@ def request_json(url: str, body: dict[str, Any] | None = None, token: str | None
 
 
 def _strings(body: dict[str, Any], key: str) -> list[str]:
+    if key not in body:
+        raise HttpError(400, f"{key!r} is missing: /get_reward takes query, prompts and labels, one per answer "
+                             f"(OpenRLHF sends all three)")
     value = body.get(key)
     if isinstance(value, str):
         return [value]

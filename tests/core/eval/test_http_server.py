@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kag.core.eval.http_server import request_json
-from tests.conftest import REPO, run_kag
+from tests.conftest import KERNELBENCH, REPO, run_kag
 
 RELU = REPO / "examples" / "relu" / "cpu"
 SIGMOID = REPO / "examples" / "sigmoid" / "cpu"
@@ -38,9 +38,9 @@ def solution_json(solution: Path) -> dict:
 class Served:
     """A ``kag serve --http`` process; ``url`` is where it answers."""
 
-    def __init__(self, tmp: Path, *args: str, token: str = ""):
-        self.log = tmp / "serve.log"
-        env = dict(os.environ, KAG_CACHE_DIR=str(tmp / "cache"), KAG_SERVE_TOKEN=token)
+    def __init__(self, tmp: Path, *args: str, token: str = "", env: dict[str, str] | None = None):
+        self.tmp, self.log = tmp, tmp / "serve.log"
+        env = dict(os.environ, KAG_CACHE_DIR=str(tmp / "cache"), KAG_SERVE_TOKEN=token, **(env or {}))
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "serve", "--socket",
                                           str(tmp / "s" / "eval.sock"), *args], stderr=log, env=env)
@@ -63,8 +63,14 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    srv = Served(tmp_path_factory.mktemp("http"), "--http", "127.0.0.1:0", "--backend", "cpu", "--num-timed", "5",
-                 "--max-queue", "2", "--workers", "2")
+    tmp = tmp_path_factory.mktemp("http")
+    shutil.copytree(RELU, tmp / "outside")  # a real task outside every root, and a root with a link to it
+    (tmp / "root").mkdir()
+    (tmp / "root" / "link.py").symlink_to(tmp / "outside" / "model.py")
+    srv = Served(tmp, "--http", "127.0.0.1:0", "--task-root", str(REPO / "examples"), "--task-root",
+                 str(tmp / "root"), "--backend", "cpu",
+                 "--num-timed", "5", "--max-queue", "2", "--workers", "2",
+                 env={"KAG_KERNELBENCH": str(KERNELBENCH)})
     yield srv
     log = srv.stop()
     assert srv.proc.returncode == 0 and "stopped after" in log, log
@@ -97,7 +103,41 @@ def test_get_reward_refuses_an_unknown_label_by_name(served):
     status, _, reply = request_json(served.url + "/get_reward", {
         "query": [PROMPT + answer(RELU)], "prompts": [PROMPT], "labels": ["no/such/task.py"]}, timeout=60)
     assert status == 400 and "labels[0] 'no/such/task.py'" in reply["error"], reply
-    assert "no such file" in reply["error"], reply
+    assert "no such file under the task roots" in reply["error"], reply
+
+
+def test_labels_resolve_only_inside_the_task_roots_and_datasets(served):
+    """A client names a file the server may not read by every route: an absolute path, a relative
+    one climbing out of a root, a link inside a root pointing out, a dataset id carrying a path.
+    Each is refused unread (a readable task outside the roots is refused as /etc/passwd is: no
+    oracle); a task under a root, by either name, and a dataset id are served."""
+    outside = served.tmp / "outside" / "model.py"
+    refused = {"/etc/passwd": "nor a task file", str(outside): "nor a task file",
+               "../../../../../../../../etc/passwd": "nor a task file", "relu/../../kag/api.py": "nor a task file",
+               "link.py": "nor a task file", f"kernelbench:{outside}:level1/19": "no such file under the task roots",
+               "file:/etc/passwd": "no such file under the task roots", "": "a label is"}
+    for label, expected in refused.items():
+        status, _, reply = request_json(served.url + "/get_reward", {
+            "query": ["x"], "prompts": [""], "labels": [label]}, timeout=60)
+        assert status == 400 and "labels[0]" in reply["error"] and expected in reply["error"], (label, reply)
+        assert "root:" not in reply["error"] and "Model" not in reply["error"], (label, reply)
+    for label in ("relu/cpu/model.py", str(RELU / "model.py"), "kernelbench:level1/19"):
+        status, _, reply = request_json(served.url + "/get_reward", {
+            "query": ["no code"], "prompts": [""], "labels": [label]}, timeout=120)
+        assert status == 200 and reply["error_kinds"] == ["parse"], (label, reply)
+
+
+def test_errors_name_the_field_that_is_wrong(served):
+    cases = [({"query": "x"}, "'labels' is missing"), ({"labels": ["a"]}, "'query' is missing"),
+             ({"query": ["x"], "labels": "kernelbench:level1/19", "prompts": 3}, "'prompts' must be a list"),
+             ({"query": ["x", "y"], "labels": ["kernelbench:level1/19"]}, "differ in length")]
+    for body, expected in cases:
+        status, _, reply = request_json(served.url + "/get_reward", body, timeout=60)
+        assert status == 400 and expected in reply["error"], (body, reply)
+    status, _, reply = request_json(served.url + "/evaluate", {
+        "task": "relu/cpu/model.py", "solution": solution_json(RELU), "options": {"cache_dir": "/tmp/elsewhere"}},
+        timeout=60)
+    assert status == 400 and reply["error"].startswith("options.cache_dir"), reply
 
 
 def test_evaluate_takes_kags_json_and_a_label(served):
