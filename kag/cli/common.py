@@ -69,24 +69,35 @@ def stop_started_processes() -> None:
     their candidates, sandboxed commands) is killed, so nothing of the run outlives it."""
     import os
     import signal
+    import sys
+    import time
 
     from kag.core.trust.isolation import descendants
 
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
-    for pid in reversed(descendants(os.getpid())):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    if "kag.core.eval.judge_process" in sys.modules:  # an episode's thread must not start one as we go
+        sys.modules["kag.core.eval.judge_process"].STOPPING.set()
+    for sweep in range(2):  # twice: a thread still in an episode may have started one during the first
+        for pid in reversed(descendants(os.getpid())):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if sweep == 0:
+            time.sleep(0.2)
 
 
 def interrupted(message: str) -> None:
-    """End the command after Ctrl-C: processes stopped, ``message`` said, exit status 130 (128 +
-    SIGINT, as shells report it), without waiting for threads still in an episode."""
+    """End the command after Ctrl-C: processes stopped, their scratch folders removed (workspaces,
+    bridges, build folders: kag.core.scratch), ``message`` said, exit status 130 (128 + SIGINT, as
+    shells report it), without waiting for threads still in an episode."""
     import os
     import sys
 
+    from kag.core import scratch
+
     stop_started_processes()
+    scratch.remove_all()
     click.echo(message, err=True)
     sys.stdout.flush()
     sys.stderr.flush()

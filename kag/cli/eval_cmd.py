@@ -75,8 +75,9 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
         if finished:
             write_summary(out)
             click.echo((out / "summary.md").read_text())
-        interrupted(f"kag eval: interrupted; {finished} of {len(loaded.tasks)} tasks finished (results: "
-                    f"{out / 'results.jsonl'}); the same command resumes with the rest")
+        where = f" (results: {out / 'results.jsonl'})" if finished else ""
+        interrupted(f"kag eval: interrupted; {finished} of {len(loaded.tasks)} tasks finished{where}; "
+                    f"the same command resumes with the rest")
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")

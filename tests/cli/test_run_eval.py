@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -92,14 +93,30 @@ def _group_alive(pgid: int) -> list[str]:
     return alive
 
 
+def _scratch_left(tmp: Path) -> list[str]:
+    """kag's scratch folders left in a private TMPDIR: workspaces, homes, bridges, episode, build,
+    candidate and output folders (kag-evals-UID and kag-locks are kept on purpose: shared roots)."""
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("kag-")
+                  and not p.name.startswith(("kag-evals-", "kag-locks")))
+
+
+def _private_tmp() -> Path:
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="kt", dir="/tmp"))  # short: sockets are made under it
+
+
 def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_completes(tmp_path):
-    """SIGINT to the process group, as a terminal sends it, while an episode is in flight."""
+    """SIGINT to the process group, as a terminal sends it, while an episode is in flight: nothing
+    of the episode is left in the temp folder (its workspace, its judge's folders)."""
     tasks, replays = _dataset(tmp_path)
     shutil.copy(EXAMPLES / "tanh" / "cpu" / "replay.json", replays / "tanh.json")  # every episode can pass
     out = tmp_path / "out"
     results = out / "results.jsonl"
+    scratch = _private_tmp()
     proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", *_eval_args(tasks, replays, out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=str(scratch)))
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
         if results.exists() and results.read_text().count("\n") >= 1:
@@ -116,6 +133,8 @@ def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_comple
     assert "Traceback" not in stderr and "interrupted" in stderr and "resumes" in stderr
     time.sleep(1)
     assert _group_alive(proc.pid) == []  # judges, candidates, sandboxed commands: all gone
+    assert _scratch_left(scratch) == [], stderr[-2000:]
+    shutil.rmtree(scratch, ignore_errors=True)
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert len(rows) == finished >= 1 and all(r["reward"] >= 1 for r in rows)
     summary = json.loads((out / "summary.json").read_text())
@@ -125,6 +144,35 @@ def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_comple
     assert again.returncode == 0, again.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["overall"]["tasks"] == 3 and summary["overall"]["pass_rate"] == 1.0
+
+
+def test_ctrl_c_in_kag_run_leaves_no_workspace_and_names_only_files_that_exist(tmp_path):
+    """SIGINT mid-episode (after the first turn's tool calls are under way): exit 130 at once, the
+    processes and the episode's scratch folders gone, the turns played kept in OUT."""
+    out = tmp_path / "run"
+    scratch = _private_tmp()
+    proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "run", "--task",
+                             str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu", "--policy", "replay",
+                             "--policy-option", f"path={EXAMPLES / 'sigmoid' / 'cpu' / 'replay.json'}",
+                             "--num-timed", "5", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=str(scratch)))
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not any(
+            p.name.startswith("kag-ws-") for p in scratch.iterdir()):
+        time.sleep(0.1)
+    time.sleep(2)  # the episode's tools are running
+    assert proc.poll() is None, "the episode ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "interrupted" in stderr, stderr[-3000:]
+    time.sleep(1)
+    assert _group_alive(proc.pid) == []
+    assert _scratch_left(scratch) == [], stderr[-2000:]
+    for named in re.findall(r"(?:^|[\s'\"(])(/[^\s'\"]+)", stdout + stderr, re.M):  # every path a message names exists
+        assert Path(named.rstrip(".,;:)")).exists() or named.startswith(str(EXAMPLES)), named
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_kag_run_exits_one_when_the_episode_leaves_no_passing_solution(tmp_path):

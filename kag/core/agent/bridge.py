@@ -9,13 +9,13 @@ evaluator and a forged reply cannot reach the episode's record: results are reco
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
 import attrs
 
+from kag.core import scratch
 from kag.core.eval.jsonsocket import JsonLineServer, json_request
 from kag.core.trust.isolation import socket_safe_tempdir
 
@@ -42,7 +42,7 @@ class EvalBridge:
 
     def __init__(self, handler: Handler | None = None, directory: str | Path | None = None):
         self.handler = handler
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="kag-bridge-", dir=socket_safe_tempdir()))
+        self.directory = Path(directory or scratch.mkdtemp("kag-bridge-", socket_safe_tempdir()))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.directory / "eval.sock"
         self._lock = threading.Lock()  # one evaluation at a time per episode

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import attrs
 
+from kag.core import scratch
 from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
 from kag.core.agent.bridge import BridgeReply, EvalBridge
 from kag.core.eval.evaluate import EvalOptions, backend_device
@@ -74,7 +74,7 @@ class EpisodeEvaluator:
         """``sandbox``: the episode's handle; when it evaluates itself (``SandboxEvaluator``, e.g.
         docker), every build and evaluation goes there, so no solution code runs here."""
         self.task, self.workspace, self.options, self.plugins, self.pool = task, workspace, options, plugins, pool
-        self.build_dir = Path(tempfile.mkdtemp(prefix="kag-compile-"))
+        self.build_dir = Path(scratch.mkdtemp("kag-compile-"))
         self._build_lock = threading.Lock()  # close() waits for a compile still writing build_dir
         self._closed = False
         self.sandbox = sandbox
@@ -154,7 +154,7 @@ class Episode:
     def __init__(self, task: Task, sandbox: Any, tools: Mapping[str, Any], options: EvalOptions, plugins: Plugins,
                  pool: Any = None, prefix: str = "kag-episode-"):
         self.task, self.tools, self.options, self.plugins = task, tools, options, plugins
-        self.tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        self.tmp = Path(scratch.mkdtemp(prefix))
         self.bridge: EvalBridge | None = None
         self.handle: Any = None
         self.evaluator: EpisodeEvaluator | None = None

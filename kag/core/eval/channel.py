@@ -13,9 +13,9 @@ import io
 import os
 import pickle
 import select
-import tempfile
 import threading
 from collections import deque
+from kag.core import scratch
 from typing import Any
 
 MAX_MESSAGE_BYTES = 256 << 20
@@ -77,7 +77,7 @@ class OutputCapture:
     """
 
     def __init__(self, limit: int = OUTPUT_TAIL_BYTES, start: bool = True):
-        self.dir = tempfile.mkdtemp(prefix="kag-out-")
+        self.dir = scratch.mkdtemp("kag-out-")
         self.path = os.path.join(self.dir, "output.fifo")
         os.mkfifo(self.path, 0o600)
         # O_RDWR keeps a writer open on our side, so reads never see EOF before the candidate opens it.

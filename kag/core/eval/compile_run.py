@@ -146,8 +146,21 @@ def remembered_failure(store: Any, key: str, left_s: float) -> RunOutcome | None
     return outcome
 
 
+# what a compiler says when the machine, not the source, failed it: never kept for the next build
+HOST_FAILURES = ("cannot create temporary file", "no space left on device", "read-only file system",
+                 "permission denied", "cannot allocate memory", "out of memory", "killed signal", "cannot run")
+
+
+def host_failure(outcome: RunOutcome) -> bool:
+    """Whether the run failed for the machine's sake: starved of CPU, killed by a signal, out of
+    memory or disk, a folder it could not write."""
+    text = outcome.out.lower()
+    return outcome.starved or (outcome.rc < 0 and not outcome.timed_out) or outcome.rc == 127 or \
+        any(marker in text for marker in HOST_FAILURES)
+
+
 def remember_failure(store: Any, key: str, outcome: RunOutcome) -> None:
     """Keep a failure that is the solution's (a compile error, a timeout with the CPU) for the next
-    build of the same unit; a starved run is not kept (the next one may get the CPU)."""
-    if not outcome.starved:
+    build of the same unit; one the machine caused is not kept (the next build may not meet it)."""
+    if not host_failure(outcome):
         store.write(key, f"{outcome.rc} {outcome.wall_s:.1f}\n{outcome.out}".encode())

@@ -362,10 +362,13 @@ def judge_main(conn: Any) -> None:
     runner = CandidateProcess(None, None)  # the baseline runner: the same harness, unconfined (trusted code)
     early.spare.add(runner.pid)
     capture.start()
-    conn.send(("candidate", early.pid, plan.tmp_dir))
     try:
+        import multiprocessing.util
+
+        # the orchestrator removes these after a Ctrl-C kills us (multiprocessing's: made after the forks)
+        conn.send(("candidate", early.pid, plan.tmp_dir, capture.dir, multiprocessing.util.get_temp_dir()))
         msg = conn.recv()
-    except (EOFError, OSError):  # the orchestrator went away before using this judge (warm, unused)
+    except (EOFError, OSError):  # the orchestrator went away before using this judge (warm, unused, a Ctrl-C)
         msg = None
     mark("judge", "spec received")
 

@@ -73,6 +73,9 @@ def judge_environment() -> dict[str, str]:
     return env
 
 
+STOPPING = threading.Event()  # set by a Ctrl-C's handler: no judge starts while the command ends
+
+
 class JudgeProcess:
     """The judge, a fresh interpreter with a minimal environment. It is started before the build so
     that it (and its candidate, which it forks at once) import torch while the solution compiles;
@@ -81,6 +84,8 @@ class JudgeProcess:
     def __init__(self, daemon: bool = False) -> None:
         from multiprocessing.connection import Connection
 
+        if STOPPING.is_set():
+            raise RuntimeError("the command is stopping: no new judge")
         ours, theirs = socket.socketpair()
         code = f"from kag.core.eval.judge import judge_entry; judge_entry({theirs.fileno()})"
         popen = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=judge_environment(),
@@ -142,6 +147,12 @@ class JudgeProcess:
         if msg[0] == "candidate":
             self.candidate_pid = msg[1]
             self.candidate_tmp = msg[2] if len(msg) > 2 else None
+            from kag.core import scratch
+
+            for folder, prefix in zip(msg[2:5], ("kag-cand-", "kag-out-", "pymp-")):  # removed by the judge, or by
+                if isinstance(folder, str) and os.path.isabs(folder) \
+                        and os.path.basename(folder).startswith(prefix):  # a Ctrl-C's sweep after a kill
+                    scratch.remember(folder)
         return msg
 
     def close(self) -> None:

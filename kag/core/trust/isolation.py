@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import attrs
 
+from kag.core import scratch
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
@@ -163,7 +164,7 @@ def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan
     from kag.core.eval.build import cache_root
     from kag.core.trust.confine import system_read_paths
 
-    tmp = tempfile.mkdtemp(prefix="kag-cand-", dir=socket_safe_tempdir())
+    tmp = scratch.mkdtemp("kag-cand-", socket_safe_tempdir())
     guarded = (str(cache_root()), *protected)
     import kag
 

@@ -24,11 +24,11 @@ import resource
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from kag.core import scratch
 from kag.core.hookspecs import hookimpl
 from kag.core.agent.sandbox import CommandResult
 
@@ -137,7 +137,7 @@ class LocalSandboxHandle:
                  isolate_network: bool, env: dict[str, str] | None, tmp_dir: str | None = None,
                  confine: bool | None = True) -> None:
         self.root = root.resolve()
-        self.home = Path(tempfile.mkdtemp(prefix="kag-home-", dir=tmp_dir))  # the episode's HOME
+        self.home = Path(scratch.mkdtemp("kag-home-", tmp_dir))  # the episode's HOME
         self.workdir = str(self.root)
         self.owned = owned
         self.timeout_s = timeout_s
@@ -261,7 +261,7 @@ class LocalSandbox:
         """``bridge_dir``: the evaluation bridge's folder; its socket is given to commands as KAG_BRIDGE."""
         owned = workspace_dir is None or self.copy
         if owned:
-            base = Path(tempfile.mkdtemp(prefix="kag-ws-", dir=self.tmp_dir))
+            base = Path(scratch.mkdtemp("kag-ws-", self.tmp_dir))
             root = base / "workspace"
             if workspace_dir is None:
                 root.mkdir()

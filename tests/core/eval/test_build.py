@@ -290,3 +290,26 @@ def test_concurrent_builds_of_one_solution_share_the_cache_safely(cold: BuildRes
         results = list(pool.map(lambda i: build_solution(relu_solution(kernel), CpuBackend(), tmp_path / str(i),
                                                          cache_dir=cache), range(4)))
     assert all(r.ok for r in results), [r.log for r in results]
+
+
+def test_a_failure_the_machine_caused_is_not_remembered_for_the_next_build(tmp_path: Path) -> None:
+    """A compile error is kept for the same unit's next build; a compiler that could not write its
+    temp file, ran out of memory or was killed failed for the machine's sake, and the next build
+    (another machine, a freed disk) must compile again, never read that as the solution's error."""
+    import os as _os
+
+    from kag.core.eval.compile_run import RunOutcome, remember_failure, remembered_failure
+    from kag.core.trust.integrity import SignedStore
+
+    store = SignedStore(tmp_path / "failures", "failure", _os.urandom(32))
+    machine = {"tmp": RunOutcome(1, "Cannot create temporary file in /tmp/x/: Permission denied"),
+               "disk": RunOutcome(1, "fatal error: error writing to /tmp/ccX.s: No space left on device"),
+               "oom": RunOutcome(1, "c++: fatal error: Killed signal terminated program cc1plus"),
+               "signal": RunOutcome(-9, ""), "missing": RunOutcome(127, "nvcc: cannot run: no such file"),
+               "starved": RunOutcome(-1, "timed out", timed_out=True, starved=True)}
+    for key, outcome in machine.items():
+        remember_failure(store, key, outcome)
+        assert remembered_failure(store, key, 100.0) is None, key
+    remember_failure(store, "error", RunOutcome(1, "kernels/a.cpp:7:3: error: 'foo' was not declared"))
+    kept = remembered_failure(store, "error", 100.0)
+    assert kept is not None and kept.rc == 1 and "'foo' was not declared" in kept.out
