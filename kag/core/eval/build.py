@@ -390,7 +390,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
 
     def done(ok: bool, log: str, evaluator_fault: bool = False, **lists: list[str]) -> BuildResult:
         warnings = [f"warning: the cached {name} failed its integrity check; ignored and rebuilt"
-                    for name in objects.rejected + modules.rejected + failures.rejected]
+                    for name in dict.fromkeys(objects.rejected + modules.rejected + failures.rejected)]
         log = "\n".join(filter(None, [log, *warnings]))
         return BuildResult(ok, str(out_dir) if ok else None, log, time.perf_counter() - start, warnings=warnings,
                            slot_wait_s=slot["wait"], slot_quiet=slot["quiet"], evaluator_fault=evaluator_fault, **lists)

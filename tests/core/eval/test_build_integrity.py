@@ -101,9 +101,11 @@ def test_a_fresh_build_is_signed_and_reused(cache: Path, tmp_path: Path) -> None
     assert sorted(first.compiled) == ["binding.cpp", "kernels/relu.cpp"] and first.warnings == []
     assert load(first).apply(-3.0) == 0.0 and load(first).apply(2.0) == 2.0
     files = [p for p in cache.rglob("*") if p.is_file()]
-    assert {p.parent.name for p in files} == {"objects", "modules", "private"}
+    # flight/ holds one lock per compile unit, failures/ only its own lock after a clean build
+    assert {p.parent.name for p in files} == {"objects", "modules", "private", "flight", "failures"}
+    assert [p.name for p in files if p.parent.name == "failures"] == [".lock"]
     for path in files:
-        want = {"hmac-sha256.key": 0o600, ".lock": 0o600}.get(path.name, 0o644)
+        want = 0o600 if path.name == "hmac-sha256.key" or path.name.endswith(".lock") else 0o644
         assert mode(path) == want and path.stat().st_uid == os.geteuid(), path
     assert mode(cache / "objects") == mode(cache / "modules") == 0o755 and mode(cache / "private") == 0o700
     assert all(p.with_name(p.name + ".mac").is_file() for p in files if p.suffix in (".o", ".so"))
