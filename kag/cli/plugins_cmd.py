@@ -31,12 +31,14 @@ def plugins(as_json: bool, plugin_pairs: tuple[str, ...], config_path: str | Non
         click.echo(json.dumps({"kinds": kinds}, indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table("kind", "name", "origin", "selected", "runs here")
     for r in rows:
-        table.add_row(r["kind"], r["name"], r["origin"], "*" if r["selected"] else "",
-                      "yes" if r["available"] else f"no: {r['reason']}")
+        # escape: a reason's "kag[rl]" is text, not rich markup
+        table.add_row(*map(escape, (r["kind"], r["name"], r["origin"])), "*" if r["selected"] else "",
+                      "yes" if r["available"] else escape(f"no: {r['reason']}"))
     Console().print(table)
 
 

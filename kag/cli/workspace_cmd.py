@@ -12,7 +12,7 @@ from kag.cli.common import make_plugins, plugin_options, user_errors
 @click.command()
 @click.argument("task_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--backend", type=str, default=None, help="cuda (default) or cpu.")
+@click.option("--backend", type=str, default=None, help="A backend plugin (`kag plugins`): cuda, cpu, nvrtc [default: --plugin backend=, kag.toml, else auto: cuda when a GPU is visible, else cpu].")
 @plugin_options
 @user_errors
 def workspace(task_file: Path, directory: Path, backend: str | None, plugin_pairs: tuple[str, ...],

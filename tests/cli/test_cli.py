@@ -132,3 +132,32 @@ def test_plugins_marks_the_backend_this_machine_gets(tmp_path):
 def test_run_help_says_how_to_play_the_model():
     out = CliRunner().invoke(cli, ["run", "--help"]).output
     assert "human: you play the model" in out and "TOOL {json arguments}" in out and "'done'" in out
+
+
+def test_plugins_table_names_the_extra_that_brings_a_missing_package(tmp_path):
+    """A reason's ``kag[rl]`` is printed as text (rich would take ``[rl]`` for markup and drop it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here: no missing-package reason to print")
+    proc = run_kag("plugins", cwd=tmp_path, env={"COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if "vllm" in line and "needs" in line)
+    assert "pip install 'kag[rl]'" in line and "install kag[rl]" in line
+
+
+def test_workspace_help_says_the_default_backend_is_auto():
+    out = " ".join(CliRunner().invoke(cli, ["workspace", "--help"], terminal_width=200).output.split())
+    assert "auto: cuda when a GPU is visible, else cpu" in out and "cuda (default)" not in out
+
+
+def test_a_failure_before_the_judge_names_no_unknown_device():
+    from kag.core.eval.feedback import format_eval
+    from kag.core.records import EvalResult
+
+    result = EvalResult(task="relu", backend="cpu", error="kernels/relu.cpp: error: expected ';'",
+                        error_kind="build")
+    header = format_eval(result).splitlines()[0]
+    assert header == "task relu [cpu]: FAIL"
+    result.device = {"name": "Intel Xeon", "type": "cpu"}
+    assert format_eval(result).splitlines()[0] == "task relu [cpu on Intel Xeon]: FAIL"

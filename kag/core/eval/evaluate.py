@@ -317,7 +317,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             spec = attrs.evolve(spec, timing_slot=slot.id, lock_dir=str(lock_dir) if lock_dir else None)
             try:
                 t0 = time.perf_counter()
-                mark("orchestrator", "build done, GPU lent, spec sent")
+                mark("orchestrator", f"build done, {'GPU' if device.startswith('cuda') else 'CPU slot'} lent, spec sent")
                 say("starting the judge (reference model and inputs)")
                 report = judge.run(spec, slot.visible, on_phase=say)
                 mark("orchestrator", "report received")

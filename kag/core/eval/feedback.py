@@ -55,7 +55,8 @@ def format_eval(result: EvalResult) -> str:
         verdict = "FAIL" if result.error else "TIMED (correctness not checked: kag verify checks it)"
     else:
         verdict = "PASS" if result.ok else "FAIL"
-    lines = [f"task {result.task} [{result.backend} on {result.device.get('name', '?')}]: {verdict}",
+    name = result.device.get("name")  # none when the judge never ran (a build failure)
+    lines = [f"task {result.task} [{result.backend}{f' on {name}' if name else ''}]: {verdict}",
              f"  compiled: {result.compiled}   correct: {'not checked' if unchecked else result.correct}"]
     lines += [f"  violation [{v.guard}]: {v.detail}" for v in result.violations]
     if result.error:
