@@ -185,6 +185,15 @@ def _unshare(flags: int) -> bool:
     return libc.unshare(ctypes.c_int(flags)) == 0
 
 
+def _after_fork() -> None:
+    """What multiprocessing's own fork runs in a child: its per-process state reset. Without it a
+    child inherits the parent's resource-sharer listener (no thread serves it here), so a tensor it
+    sends by file descriptor points the reader at the parent, which has no such fd: EOFError."""
+    import multiprocessing.util
+
+    multiprocessing.util._run_after_forkers()
+
+
 def fork_in_namespace(child: Callable[[], None], new_pid_ns: bool) -> tuple[int, bool]:
     """fork(); with ``new_pid_ns`` (root only) the child is the first process of a new PID
     namespace. Returns (pid, whether the namespace was made). The caller's own children made later
@@ -199,6 +208,7 @@ def fork_in_namespace(child: Callable[[], None], new_pid_ns: bool) -> tuple[int,
         if pid == 0:
             code = 1
             try:
+                _after_fork()
                 child()
                 code = 0
             except BaseException:  # noqa: BLE001 - the parent sees the exit status

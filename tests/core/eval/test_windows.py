@@ -67,3 +67,13 @@ def test_a_window_of_calls_runs_each_on_its_set_and_says_where_the_outputs_are(b
         assert child.window(0, 30, "null", null=True) > 0
     finally:
         child.close()
+
+
+def test_a_candidate_forked_from_a_process_that_shares_tensors_still_sends_its_own():
+    """A long-lived judge that has once sent a tensor by file descriptor runs multiprocessing's
+    resource sharer; a candidate forked after that must serve its own tensors, not point the
+    reader at the judge's sharer (the reply was unreadable: EOFError, in CI after other tests)."""
+    from kag.core.eval.channel import dumps, restricted_loads
+
+    assert torch.equal(restricted_loads(dumps(torch.arange(3.0))), torch.arange(3.0))  # starts this process's sharer
+    test_a_window_of_calls_runs_each_on_its_set_and_says_where_the_outputs_are(False)
