@@ -51,17 +51,38 @@ def quiet_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextlib.contextmanager
 def progress_status(quiet: bool, first: str) -> Iterator[Callable[[str], None]]:
-    """A spinner on stderr naming the phase a long command is in (``say(phase)`` moves it on);
-    nothing when ``quiet`` or when stderr is not a terminal (a pipe, a log file, CI)."""
+    """A spinner on stderr naming the phase a long command is in (``say(phase)`` moves it on); when
+    stderr is not a terminal (a pipe, a log file, CI), one line per phase with the seconds so far,
+    so a long run is never silent; nothing when ``quiet``."""
     import sys
+    import time
 
-    if quiet or not sys.stderr.isatty():
+    if quiet:
         yield lambda _phase: None
+        return
+    if not sys.stderr.isatty():
+        start = time.monotonic()
+        said = [first]
+        print(f"{first} (0 s)", file=sys.stderr, flush=True)
+
+        def line(phase: str) -> None:
+            if phase != said[-1]:
+                said.append(phase)
+                print(f"{phase} ({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+
+        yield line
         return
     from rich.console import Console
 
     with Console(stderr=True).status(first) as status:
         yield lambda phase: status.update(phase)
+
+
+def tools_line(tools: dict[str, int]) -> str:
+    """"12 tool calls, 3 failed (2 timed out)": what the agent's commands met, whatever the verdict."""
+    failed = f", {tools['errors']} failed" + (f" ({tools['timeouts']} timed out)" if tools["timeouts"] else "") \
+        if tools["errors"] else ", none failed"
+    return f"{tools['calls']} tool calls{failed}"
 
 
 def stop_started_processes() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_executor, make_plugins, open_dataset,
-                            ray_address_option, stop_started_processes, user_errors)
+                            ray_address_option, stop_started_processes, tools_line, user_errors)
 
 
 @click.command(name="eval")
@@ -58,17 +61,28 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     click.echo(f"kag eval: {len(loaded.tasks)} tasks ({len(loaded.tasks) - todo} already done) with policy {name} "
                f"on {cfg.eval_options.backend}, executor {executor.name}, concurrency {concurrency or 'auto'}", err=True)
     gpu = cfg.eval_options.backend != "cpu"
+    terminal = sys.stderr.isatty()
     try:
+        # a bar on a terminal; off it (a log file, CI) a line per finished episode instead
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      transient=False) as progress:
+                      transient=False, disable=not terminal) as progress:
             bar = progress.add_task("episodes", total=todo)
+            ended = [0, time.monotonic()]
+
+            def finished(row: dict) -> None:
+                ended[0] += 1
+                if terminal:
+                    progress.advance(bar)
+                else:
+                    click.echo(f"kag eval: {ended[0]}/{todo} {episode_line(row)} "
+                               f"({time.monotonic() - ended[1]:.0f} s)", err=True)
+
             if gpu and executor.name == "local":  # one judge started ahead per episode in flight
                 from kag.core.eval.judge_process import keep_judges_warm
 
                 keep_judges_warm(concurrency or 1)
             workers = concurrency or (None if executor.name != "local" else 1)
-            run_jobs(loaded.tasks, out, executor, make_job, workers, gpu=gpu,
-                     progress=lambda: progress.advance(bar), on_value=on_value)
+            run_jobs(loaded.tasks, out, executor, make_job, workers, gpu=gpu, progress=finished, on_value=on_value)
     except KeyboardInterrupt:  # Ctrl-C: the episodes in flight end unrecorded, the summary covers the rest
         stop_started_processes()
         finished = len(finished_tasks(out))
@@ -81,3 +95,16 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")
+
+
+def episode_line(row: dict[str, Any]) -> str:
+    """One finished episode: its task, verdict, reward, and what its tool calls met."""
+    result = row.get("result") or {}
+    if result:
+        verdict = "PASS" if result.get("compiled") and result.get("correct") and not result.get("violations") \
+            and not result.get("error") else f"FAIL ({result.get('error_kind') or 'incorrect'})"
+    else:
+        verdict = f"no result ({row.get('stop_reason') or 'unknown'})"
+    speed = result.get("speedup_vs_eager")
+    tools = f"; {tools_line(row['tools'])}" if row.get("tools") else ""
+    return f"{row['task']}: {verdict}{f' {speed:.2f}x eager' if speed else ''}, reward {row.get('reward')}{tools}"

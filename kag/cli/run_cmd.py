@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from kag.cli.common import agent_options, make_agent_parts, make_plugins, quiet_option, user_errors
+from kag.cli.common import agent_options, make_agent_parts, make_plugins, quiet_option, tools_line, user_errors
 
 
 @click.command(epilog=(
@@ -44,7 +43,7 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
                                        max_context_tokens, num_timed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    show = not quiet and sys.stderr.isatty()
+    show = not quiet  # a line per turn on a terminal or off it (a log file, CI): long runs are never silent
     agent = Agent(plugins, plugins.create("policy", name, **opts), plugins.create("sandbox"), cfg,
                   writer=TrajectoryWriter(out), policy_name=name, on_turn=describe_turn if show else None)
     click.echo(f"kag run: {task.name} with policy {name} on {cfg.eval_options.backend} "
@@ -59,15 +58,16 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
         make_workspace(task, best, backend=cfg.eval_options.backend)
         write_solution(solution, best)
     result = traj.result
+    tools = traj.tool_counts()
     summary = {"task": task.name, "episode_id": traj.episode_id, "stop_reason": traj.stop_reason,
-               "turns": len(traj.turns), "reward": traj.reward, "policy": name,
+               "turns": len(traj.turns), "tools": tools, "reward": traj.reward, "policy": name,
                "speedup_vs_eager": result.speedup_vs_eager if result else None,
                "speedup_vs_compile": result.speedup_vs_compile if result else None,
                "times_ms": result.times_ms if result else {}, "workspace": str(best),
                "result": to_dict(result) if result else None}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "transcript.md").write_text(render_transcript(traj, max_chars=None) + "\n")
-    click.echo(f"{len(traj.turns)} turns, stopped: {traj.stop_reason}")
+    click.echo(f"{len(traj.turns)} turns, stopped: {traj.stop_reason}; {tools_line(tools)}")
     if result is not None:
         click.echo(format_eval(result))
     click.echo(f"best solution: {best}   trajectory: {out / 'trajectories.jsonl'}")
@@ -80,4 +80,6 @@ def describe_turn(turn: Any) -> None:
                                    and call.arguments.get("path") else "") for call in turn.response.tool_calls)
     verdicts = "".join(f"; {'PASS' if r.ok else 'FAIL'}" + (f" {r.speedup_vs_eager:.2f}x eager" if r.speedup_vs_eager
                                                             else "") for r in turn.eval_results)
-    click.echo(f"turn {turn.index + 1}: {calls or 'no tool call'}{verdicts} ({turn.elapsed_s:.1f} s)", err=True)
+    failed = f"; {turn.tool_errors} failed" + (f" ({turn.tool_timeouts} timed out)" if turn.tool_timeouts else "") \
+        if turn.tool_errors else ""
+    click.echo(f"turn {turn.index + 1}: {calls or 'no tool call'}{verdicts}{failed} ({turn.elapsed_s:.1f} s)", err=True)

@@ -253,6 +253,8 @@ class Turn:
     usage: dict[str, int] = attrs.field(factory=dict)
     elapsed_s: float = 0.0
     error: str | None = None
+    tool_errors: int = 0  # of this turn's tool calls, those that failed (a timeout counts in both)
+    tool_timeouts: int = 0
 
 
 @attrs.define
@@ -271,3 +273,10 @@ class Trajectory:
     kag_version: str = ""
     elapsed_s: float = 0.0
     metadata: dict[str, Any] = attrs.field(factory=dict)
+
+    def tool_counts(self) -> dict[str, int]:
+        """Tool calls over the episode, how many failed and how many of those timed out: a run
+        whose compile.sh timed out every time says so, whatever its final verdict."""
+        return {"calls": sum(len(t.response.tool_calls) for t in self.turns),
+                "errors": sum(t.tool_errors for t in self.turns),
+                "timeouts": sum(t.tool_timeouts for t in self.turns)}

@@ -244,3 +244,44 @@ def test_verbose_prints_every_process_phase_marks_through_logging():
     quiet = run_kag("verify", "--task", str(example / "model.py"), "--solution", str(example), "--backend", "cpu",
                     "--num-checks", "1", env={"KAG_TRACE": ""})
     assert quiet.returncode == 0 and "[kag-trace]" not in quiet.stderr
+
+
+def test_off_a_terminal_long_commands_print_a_line_per_turn_episode_and_phase_and_count_tool_failures(tmp_path):
+    """A log file or CI sees progress too; a command that timed out and one that failed are counted
+    in the turn's line, kag run's summary and kag eval's table, whatever the verdict."""
+    replay = tmp_path / "replays" / "sigmoid.json"
+    replay.parent.mkdir()
+    replay.write_text(json.dumps([{"tool": "bash", "args": {"command": "sleep 30", "timeout": 1}},
+                                  {"tool": "bash", "args": {"command": "exit 3"}},
+                                  {"content": "done"}]))
+    task = EXAMPLES / "sigmoid" / "cpu" / "model.py"
+    out = tmp_path / "run"
+    proc = run_kag("run", "--task", str(task), "--backend", "cpu", "--policy", "replay", "--policy-option",
+                   f"path={replay}", "--out", str(out))  # stderr is a pipe here
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.search(r"turn 1: bash; 1 failed \(1 timed out\) \(\d+\.\d s\)", proc.stderr), proc.stderr
+    assert re.search(r"turn 2: bash; 1 failed \(\d+\.\d s\)", proc.stderr), proc.stderr
+    assert "3 turns, stopped: model_stopped; 2 tool calls, 2 failed (1 timed out)" in proc.stdout
+    assert json.loads((out / "summary.json").read_text())["tools"] == {"calls": 2, "errors": 2, "timeouts": 1}
+    quiet = run_kag("run", "--task", str(task), "--backend", "cpu", "--policy", "replay", "--policy-option",
+                    f"path={replay}", "--out", str(tmp_path / "quiet"), "--quiet")
+    assert "turn 1" not in quiet.stderr
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.copy(task, tasks / "sigmoid.py")
+    ev = run_kag("eval", "--dataset", f"local:{tasks}", "--policy", "replay", "--policy-option",
+                 f"path={replay.parent}", "--backend", "cpu", "--out", str(tmp_path / "ev"))
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    assert re.search(r"kag eval: 1/1 sigmoid: FAIL \(\w+\), reward -1(\.0)?; 2 tool calls, 2 failed \(1 timed out\) "
+                     r"\(\d+ s\)", ev.stderr), ev.stderr
+    row = json.loads((tmp_path / "ev" / "results.jsonl").read_text().splitlines()[0])
+    assert row["tools"] == {"calls": 2, "errors": 2, "timeouts": 1}
+    assert "| tool calls (failed, timed out) |" in ev.stdout and "| 2 (2, 1) |" in ev.stdout
+
+    example = EXAMPLES / "relu" / "cpu"
+    verify = run_kag("verify", "--task", str(example / "model.py"), "--solution", str(example), "--backend", "cpu",
+                     "--num-checks", "2")
+    assert verify.returncode == 0, verify.stderr[-2000:]
+    assert re.search(r"^kag verify: \S+ \(0 s\)$", verify.stderr, re.M), verify.stderr  # the judge's phases, a line each
+    assert re.search(r"checking 2 inputs \(\d+ s\)$", verify.stderr, re.M), verify.stderr

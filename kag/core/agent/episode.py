@@ -138,10 +138,12 @@ class EpisodeEvaluator:
 
 @attrs.frozen
 class Observation:
-    """What one tool call gave: the ``tool`` message that answers it, and whether it failed."""
+    """What one tool call gave: the ``tool`` message that answers it, whether it failed and whether
+    it ran out of time (a command killed at its timeout)."""
 
     message: Message
     is_error: bool = False
+    timed_out: bool = False
 
 
 class Episode:
@@ -182,7 +184,8 @@ class Episode:
         """Run one tool call in the sandbox; unknown tools and bad arguments are error observations."""
         assert self.ctx is not None, "the episode has ended"
         out = call_tool(self.tools, self.ctx, call)
-        return Observation(observation_message(call, out), bool(out.is_error))
+        return Observation(observation_message(call, out), bool(out.is_error),
+                           bool(out.is_error and out.metadata.get("timed_out")))
 
     def drain(self) -> list[EvalResult]:
         """The verdicts the bridge gave since the last drain: call it after each turn's tool calls so

@@ -96,9 +96,11 @@ class Agent:
                         response_token_ids=list(step.response_token_ids),
                         response_logprobs=list(step.response_logprobs), usage=dict(step.usage))
             for call in step.message.tool_calls:
-                obs = episode.call(call).message
-                turn.observations.append(obs)
-                traj.messages.append(obs)
+                seen = episode.call(call)
+                turn.tool_errors += seen.is_error
+                turn.tool_timeouts += seen.timed_out
+                turn.observations.append(seen.message)
+                traj.messages.append(seen.message)
             turn.eval_results = episode.drain()
             turn.elapsed_s = round(time.perf_counter() - t0, 3)
             traj.turns.append(turn)

@@ -31,7 +31,7 @@ def load_results(out: Path) -> list[dict[str, Any]]:
 
 
 def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[Any, EvalResult | None, Any]],
-            concurrency: int = 1, progress: Any = None) -> int:
+            concurrency: int = 1, progress: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Run ``run_one`` (-> trajectory, result, solution) on every unfinished task in threads of this
     process (the ``local`` executor); see ``run_jobs``."""
     from kag.core.benchmark.jobs import episode_value
@@ -44,13 +44,15 @@ def run_all(tasks: Iterable[Task], out: Path, run_one: Callable[[Task], tuple[An
 
 
 def run_jobs(tasks: Iterable[Task], out: Path, executor: Any, make_job: Callable[[Task], Job], workers: int = 1,
-             gpu: bool = False, progress: Any = None, on_value: Callable[[dict[str, Any]], None] | None = None) -> int:
+             gpu: bool = False, progress: Callable[[dict[str, Any]], None] | None = None,
+             on_value: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Submit one job per unfinished task (``make_job``) to ``executor``; append each result line as
     its outcome arrives (completion order), so a killed run loses only the episodes in flight.
 
     ``on_value`` sees each episode's value first (e.g. to write a trajectory that came back from
     another machine). On KeyboardInterrupt (Ctrl-C) nothing more is recorded and the interrupt goes
     on at once: the executor drops what is queued and the caller ends the processes in flight.
+    ``progress`` sees each result line once it is written.
     The executor's counts (workers, retries, lost workers) are appended to ``executor.jsonl``."""
     out.mkdir(parents=True, exist_ok=True)
     done = finished_tasks(out)
@@ -64,14 +66,14 @@ def run_jobs(tasks: Iterable[Task], out: Path, executor: Any, make_job: Callable
                 on_value(value)
             row = {"task": task.name, "level": task.level, "episode_id": value.get("episode_id"),
                    "reward": value.get("reward"), "stop_reason": value.get("stop_reason", ""),
-                   "result": value.get("result"), "solution": value.get("solution")}
+                   "result": value.get("result"), "solution": value.get("solution"), "tools": value.get("tools")}
             if outcome.error is not None:
                 row["stop_reason"] = f"error: {outcome.error}"
             if outcome.attempts > 1:
                 row["attempts"] = outcome.attempts
             append_jsonl(out / "results.jsonl", row)
             if progress is not None:
-                progress()
+                progress(row)
     except KeyboardInterrupt:  # the caller ends every process; a Ctrl-C may have stopped a local cluster too
         raise
     except BaseException:
@@ -102,15 +104,19 @@ def write_summary(out: Path) -> dict[str, Any]:
     """summary.json, summary.md, fast_p.png and KernelBench's result files (kernelbench/) from results.jsonl."""
     rows = load_results(out)
     groups: dict[str, list[EvalResult]] = {}
+    tools: dict[str, dict[str, int]] = {}  # the agents' tool calls, failures and timeouts, per split
     for row in rows:
         result = _result(row, row["task"])
-        groups.setdefault("overall", []).append(result)
-        if row.get("level") is not None:
-            groups.setdefault(f"level{row['level']}", []).append(result)
+        for name in ["overall"] + ([f"level{row['level']}"] if row.get("level") is not None else []):
+            groups.setdefault(name, []).append(result)
+            counts = tools.setdefault(name, {"calls": 0, "errors": 0, "timeouts": 0})
+            for key in counts:
+                counts[key] += int((row.get("tools") or {}).get(key, 0))
     table = {}
     for name in sorted(groups, key=lambda g: (g == "overall", g)):
         s = summarize(groups[name])
-        table[name] = {**attrs.asdict(s),
+        table[name] = {**attrs.asdict(s), "tool_calls": tools[name]["calls"], "tool_errors": tools[name]["errors"],
+                       "tool_timeouts": tools[name]["timeouts"],
                        "fast_p_compile": dict(zip(map(str, FAST_P), fast_p_curve(groups[name], FAST_P, "compile"))),
                        "fast_p_eager": dict(zip(map(str, FAST_P), fast_p_curve(groups[name], FAST_P, "eager")))}
     totals = executor_totals(out)
@@ -142,17 +148,19 @@ def _x(x: float | None) -> str:
 
 def _markdown(table: dict[str, Any]) -> str:
     lines = ["| split | tasks | pass | faster vs eager | faster vs compile | geomean vs eager | geomean vs compile "
-             "| fast_1 (compile) | fast_1 (eager) | mean reward |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| fast_1 (compile) | fast_1 (eager) | mean reward | tool calls (failed, timed out) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in table.items():
         mean = "-" if s["mean_reward"] is None else f"{s['mean_reward']:.2f}"
         lines.append(f"| {name} | {s['tasks']} | {_pct(s['pass_rate'])} | {_pct(s['faster_than_eager'])} "
                      f"| {_pct(s['faster_than_compile'])} | {_x(s['geomean_vs_eager'])} "
                      f"| {_x(s['geomean_vs_compile'])} | {_pct(s['fast_p_compile']['1.0'])} "
-                     f"| {_pct(s['fast_p_eager']['1.0'])} | {mean} |")
+                     f"| {_pct(s['fast_p_eager']['1.0'])} | {mean} "
+                     f"| {s['tool_calls']} ({s['tool_errors']}, {s['tool_timeouts']}) |")
     return "\n".join(lines) + "\n\nFaster = at most 0.95x the baseline's time; geomeans over correct solutions; " \
                               "fast_p = fraction of all tasks correct with speed-up > p (KernelBench); against eager is " \
-                              "KernelBench's default, against torch.compile the paper's.\n"
+                              "KernelBench's default, against torch.compile the paper's. Tool calls: the agents' over " \
+                              "all episodes, with those that failed and those that ran out of time (a failure too).\n"
 
 
 def _plot(results: list[EvalResult], path: Path) -> None:

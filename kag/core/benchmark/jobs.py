@@ -32,6 +32,7 @@ def episode_value(traj: Any, result: Any, solution: Any, trajectory: bool = Fals
 
     return {"episode_id": getattr(traj, "episode_id", None), "reward": getattr(traj, "reward", None),
             "stop_reason": getattr(traj, "stop_reason", ""),
+            "tools": traj.tool_counts() if traj is not None else None,
             "result": to_dict(result) if result is not None else None,
             "solution": to_dict(solution) if solution is not None else None,
             "trajectory": to_dict(traj) if trajectory and traj is not None else None,
