@@ -285,3 +285,13 @@ def test_off_a_terminal_long_commands_print_a_line_per_turn_episode_and_phase_an
     assert verify.returncode == 0, verify.stderr[-2000:]
     assert re.search(r"^kag verify: \S+ \(0 s\)$", verify.stderr, re.M), verify.stderr  # the judge's phases, a line each
     assert re.search(r"checking 2 inputs \(\d+ s\)$", verify.stderr, re.M), verify.stderr
+
+
+def test_training_off_a_terminal_prints_its_first_and_last_steps_and_one_per_30_s(tmp_path):
+    cfg = tmp_path / "train.toml"
+    cfg.write_text(f'[train]\nmodel = "tiny"\nmax_new_tokens = 2\nepisodes_per_step = 2\nmini_batch_size = 2\n'
+                   f'tensorboard = false\n[train.warmup]\noutput_dir = "{tmp_path / "w"}"\n')
+    proc = run_kag("train", "warmup", "--config", str(cfg), "--set", "steps=3", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("warmup ")]
+    assert [line.split()[1] for line in lines] == ["1/3", "3/3"], proc.stderr  # step 2 came within 30 s of step 1

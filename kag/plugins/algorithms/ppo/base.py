@@ -42,15 +42,19 @@ def progress_line(stage: str, step: int, total: int | None, metrics: dict[str, A
     return f"{stage} {step}/{total if total else '?'} {' '.join(shown)}"
 
 
+OFF_TERMINAL_EVERY_S = 30.0
+
+
 class MetricLogger:
-    """metrics.jsonl (the record every report and plot reads), a line per step on a terminal,
-    TensorBoard scalars when installed (``kag[rl]``), and ``curves.png`` when the stage ends."""
+    """metrics.jsonl (the record every report and plot reads), a line per step on a terminal (off
+    one, a log or CI: the first and last steps and one every ``OFF_TERMINAL_EVERY_S``), TensorBoard scalars when installed (``kag[rl]``), and ``curves.png`` when the stage ends."""
 
     def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None):
         global _warned_tensorboard
         self.path = out_dir / "metrics.jsonl"
         self.stage = stage
         self.total = total
+        self.last_line = -math.inf  # when the last progress line went to a log
         self.writer = None
         if tensorboard:
             try:
@@ -66,8 +70,11 @@ class MetricLogger:
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), **clean})
-        if sys.stderr.isatty():  # a person at a terminal sees each step; logs and pipes get metrics.jsonl
+        now = time.monotonic()
+        if sys.stderr.isatty() or now - self.last_line >= OFF_TERMINAL_EVERY_S or step == self.total:
+            self.last_line = now  # a person at a terminal sees each step, a log a line every 30 s
             sys.stderr.write(progress_line(self.stage, step, self.total, clean) + "\n")
+            sys.stderr.flush()
         if self.writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and math.isfinite(v):
