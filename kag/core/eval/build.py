@@ -36,7 +36,6 @@ from kag.core.records import Solution
 from kag.core.agent.workspace import BINDING_FILES, skill_dir
 
 MODULE_NAME = "cuda_extension"
-HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inl", ".inc")
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
 MAX_LOG_LINES = 60
 
@@ -286,20 +285,13 @@ def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
 
 
 def unit_inputs(rel: str, kernels: dict[str, str]) -> dict[str, str]:
-    """The files of kernels/ that compiling ``rel`` may read: itself, every header, and any other
-    file whose name appears in one of those (``#include "common.cu"``), transitively. Only these
-    are in its compile tree and its cache key, so the key covers everything the compile can read
-    from the solution (an include spelled by macros names no file and finds none)."""
-    chosen = {rel} | {r for r in kernels if r.endswith(HEADER_SUFFIXES)}
-    rest = sorted(set(kernels) - chosen)
-    while rest:
-        text = "\n".join(kernels[r] for r in chosen)
-        named = [r for r in rest if Path(r).name in text]
-        if not named:
-            break
-        chosen.update(named)
-        rest = [r for r in rest if r not in chosen]
-    return {r: kernels[r] for r in sorted(chosen)}
+    """The files of kernels/ that compiling ``rel`` may read: itself and what it ``#include``s,
+    transitively (kag.core.eval.includes). Only these are in its compile tree and its cache key, so
+    the key covers everything the compile can read from the solution, and an edit of a file the
+    unit does not include (named in a comment, say) does not recompile it."""
+    from kag.core.eval.includes import unit_inputs as included
+
+    return included(rel, kernels)
 
 
 def _write_tree(src_root: Path, kernels: dict[str, str], fixed: dict[str, bytes]) -> None:

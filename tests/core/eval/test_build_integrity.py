@@ -218,9 +218,28 @@ def test_an_include_spelled_by_macros_finds_no_unkeyed_file(cache: Path, tmp_pat
 
 def test_unit_inputs() -> None:
     kernels = {"a.cu": '#include "common.cuh"\n', "common.cuh": '#include "impl.inl"\n#include "lut.txt"\n',
-               "impl.inl": "", "lut.txt": '#include "deep.txt"\n', "deep.txt": "", "b.cu": "", "notes.md": "b.cu"}
+               "impl.inl": "", "lut.txt": '#include "deep.txt"\n', "deep.txt": "", "b.cu": "", "notes.md": "b.cu",
+               "sub/c.cu": '#include "../common.cuh"\n#include <kernels/sub/d.cuh>\n', "sub/d.cuh": ""}
     assert sorted(unit_inputs("a.cu", kernels)) == ["a.cu", "common.cuh", "deep.txt", "impl.inl", "lut.txt"]
-    assert sorted(unit_inputs("b.cu", kernels)) == ["b.cu", "common.cuh", "deep.txt", "impl.inl", "lut.txt"]
+    assert sorted(unit_inputs("b.cu", kernels)) == ["b.cu"]  # a header nobody includes is not read
+    assert sorted(unit_inputs("sub/c.cu", kernels)) == ["common.cuh", "deep.txt", "impl.inl", "lut.txt", "sub/c.cu",
+                                                        "sub/d.cuh"]
+
+
+def test_a_name_in_a_comment_or_a_string_pulls_no_file_into_a_unit() -> None:
+    """A binding that names its kernel in a comment must not recompile (against torch's headers)
+    when that kernel changes: issue 30 measured 65 s for a one-file edit because of it."""
+    binding = ('// Torch-facing side of relu.cu: calls relu_launch from relu.cu\n'
+               '/* see also #include "relu.cu"\n and helper.cuh */\n'
+               '#include "../binding_registry.h"\n'
+               'static const char* doc = "relu.cu #include \\"helper.cuh\\"";\n'
+               'int n = 1\'000; // a digit separator is not a quote: the next line still counts\n'
+               '#include "used.cuh"\n')
+    kernels = {"relu_binding.cpp": binding, "relu.cu": "__global__ void k() {}\n", "helper.cuh": "",
+               "used.cuh": ""}
+    assert sorted(unit_inputs("relu_binding.cpp", kernels)) == ["relu_binding.cpp", "used.cuh"]
+    kernels["relu.cu"] += "// edited\n"
+    assert sorted(unit_inputs("relu_binding.cpp", kernels)) == ["relu_binding.cpp", "used.cuh"]
 
 
 # -- the key must stay out of the compiler's reach ----------------------------------------------
