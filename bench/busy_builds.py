@@ -40,7 +40,9 @@ def verdict(out: dict) -> dict:
     return {"reward": reward_of(out), "error_kind": res.get("error_kind"), "hung": bool(out.get("hung")),
             "evaluator_fault": res.get("error_kind") in ("judge_error", "evaluator") or
             bool((res.get("metadata") or {}).get("evaluator_fault")),
-            "error": (res.get("error") or out.get("stderr") or "")[:300]}
+            "others_cpus": (((res.get("metadata") or {}).get("timing_load") or {}).get("candidate") or {})
+            .get("others_cpus"),
+            "error": (res.get("error") or ("" if res else out.get("stderr") or ""))[:300]}
 
 
 def run_phase(name: str, args, work: Path, task: Path, sols: list[Path], alone: float | None) -> dict:
@@ -72,7 +74,8 @@ def run_phase(name: str, args, work: Path, task: Path, sols: list[Path], alone: 
     return {"phase": name, "n": len(sols), "ok": not blamed and not hung and not wrong, "alone": alone,
             "rewards": [v["reward"] for v in verdicts], "build_blamed": len(blamed), "evaluator_faults": len(faults),
             "hung": len(hung), "wrong": len(wrong), "wall_s": round(wall, 1), "p50_s": round(p50, 1),
-            "p99_s": round(p99, 1), "errors": sorted({v["error"] for v in verdicts if v["error"]})[:5]}
+            "p99_s": round(p99, 1), "errors": sorted({v["error"] for v in verdicts if v["error"]})[:5],
+            "others_cpus_while_timed": [v["others_cpus"] for v in verdicts]}
 
 
 def main() -> int:

@@ -10,6 +10,9 @@ prints a markdown table: wall time, episodes per minute, per-worker efficiency a
   GPU (KernelBench level-1 with the replays of examples/replays/cuda; KernelBench at .kb):
     python3 bench/scale.py --kernelbench .kb --configs local:1,ray:1            # Ray's overhead
     python3 bench/scale.py --kernelbench .kb --configs ray:1,ray:2,ray:all      # scaling over GPUs
+  Where the time goes (issue 30): --timeline runs each configuration with `kag eval --timeline` and
+  draws each one's lanes (bench/timeline_draw.py) into --keep; --draw FILE draws an existing file.
+    python3 bench/scale.py --cpu --configs local:1,local:2 --timeline --keep runs/scale
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ def gpu_count() -> int:
     return len(list_gpus())
 
 
-def run_config(executor: str, workers: int, dataset: str, replays: str, extra: list[str], out: Path) -> dict:
-    args = [sys.executable, "-m", "kag.cli.main", "eval", "--dataset", dataset, *extra, "--policy", "replay",
+def run_config(executor: str, workers: int, dataset: str, replays: str, extra: list[str], out: Path,
+               timeline: bool = False) -> dict:
+    args = [sys.executable, "-m", "kag.cli.main", "eval", "--dataset", dataset, *extra, *(["--timeline"] * timeline),
+            "--policy", "replay",
             "--policy-option", f"path={replays}", "--out", str(out), "--concurrency", str(workers),
             "--plugin", f"executor={executor}"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -98,8 +103,18 @@ def main() -> None:
     ap.add_argument("--configs", default="local:2,ray:2", help="EXECUTOR:WORKERS,... (WORKERS may be 'all')")
     ap.add_argument("--num-timed", type=int, default=20)
     ap.add_argument("--json", help="also write the measurements here")
+    ap.add_argument("--timeline", action="store_true", help="kag eval --timeline per configuration, drawn")
+    ap.add_argument("--keep", help="keep the runs' folders here (default: a temp folder, removed)")
+    ap.add_argument("--draw", metavar="FILE", help="only draw this timeline file (bench/timeline_draw.py)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="kag-scale-"))
+    from timeline_draw import draw
+
+    if args.draw:
+        png = str(Path(args.draw).with_suffix(".png"))
+        print(draw(args.draw, png) + f"picture: {png}")
+        return
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kag-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
     if args.cpu:
         dataset, replays = cpu_dataset(work, args.tasks.split(","))
         extra = ["--backend", "cpu"]
@@ -120,12 +135,17 @@ def main() -> None:
         executor, _, n = config.partition(":")
         workers = all_workers if n == "all" else int(n or 1)
         print(f"running {executor} with {workers} worker(s) ...", file=sys.stderr, flush=True)
-        results.append(run_config(executor, workers, dataset, replays, extra, work / f"{i}-{executor}-{workers}"))
+        out = work / f"{i}-{executor}-{workers}"
+        results.append(run_config(executor, workers, dataset, replays, extra, out, args.timeline))
         print(json.dumps({k: v for k, v in results[-1].items() if k != "verdicts"}), file=sys.stderr, flush=True)
+        if args.timeline:
+            print(f"## {executor}:{workers}\n\n" + draw(str(out / "timeline.jsonl"), str(out / "timeline.png")) +
+                  f"\npicture: {out / 'timeline.png'}\n", flush=True)
     print(table(results, device))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,12 +21,16 @@ from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_e
 @click.option("--concurrency", type=click.IntRange(1),
               help="Episodes at once [default: 1; with --plugin executor=ray on a GPU backend, one per GPU of "
                    "the cluster] (local: evaluations share the GPU pool, one GPU each while timing).")
+@click.option("--timeline", is_flag=True,
+              help="Also write OUT/timeline.jsonl: each worker's phases (policy, tools, builds, waits for a slot, "
+                   "the judge's reference, checks, baselines and timing); bench/scale.py --draw draws it.")
 @ray_address_option
 @agent_options
 @user_errors
-def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: int | None, ray_address: str | None,
-          policy: str | None, policy_pairs: tuple[str, ...], backend: str, max_turns: int, max_context_tokens: int,
-          num_timed: int, out_dir: str, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
+def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: int | None, timeline: bool,
+          ray_address: str | None, policy: str | None, policy_pairs: tuple[str, ...], backend: str, max_turns: int,
+          max_context_tokens: int, num_timed: int, out_dir: str, plugin_pairs: tuple[str, ...],
+          config_path: str | None) -> None:
     """Run one episode per task; write results.jsonl, summary.md/json and fast_p.png to OUT."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -46,6 +50,11 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     executor = make_executor(plugins, config, ray_address)
     out = Path(out_dir)
     writer = TrajectoryWriter(out)
+    if timeline:  # before any judge starts: they inherit it (kag.core.timeline)
+        import os
+
+        out.mkdir(parents=True, exist_ok=True)
+        os.environ["KAG_TIMELINE"] = str((out / "timeline.jsonl").resolve())
     # local jobs write their turn logs and trajectories here as they go; remote ones send them back
     job_out = str(out) if executor.name == "local" else None
 
@@ -95,6 +104,12 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")
+    if timeline:
+        from kag.core.timeline import read, summarize
+
+        top = list(summarize(read(str(out / "timeline.jsonl"))).items())[:8]
+        click.echo(f"timeline: {out / 'timeline.jsonl'} (python bench/scale.py --draw FILE); seconds summed over "
+                   f"workers: " + ", ".join(f"{k} {v['seconds']:.1f}" for k, v in top))
 
 
 def episode_line(row: dict[str, Any]) -> str:

@@ -32,8 +32,14 @@ def enable() -> None:
 
 
 def mark(who: str, label: str) -> None:
+    """A phase reached: on stderr with ``-v``, and a point of the run's timeline when one is kept
+    (kag.core.timeline: the time since the previous mark of a process is the phase it ends)."""
     if ENABLED:
         LOG.debug("%s[%d]: %s", who, os.getpid(), label)
+    if os.environ.get("KAG_TIMELINE"):
+        from kag.core import timeline
+
+        timeline.point(f"{who}: {label}")
 
 
 if os.environ.get("KAG_TRACE") == "1":

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
-from kag.core import scratch
+from kag.core import scratch, timeline
 from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
 from kag.core.agent.bridge import BridgeReply, EvalBridge
 from kag.core.eval.evaluate import EvalOptions, backend_device
@@ -81,6 +81,7 @@ class EpisodeEvaluator:
         self.records: list[tuple[Solution, EvalResult]] = []
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
+        self.lane = timeline.lane()  # the bridge's thread answers in the episode's lane of the timeline
         from kag.core.eval.remote import ExecutorEvaluations
 
         remote = isinstance(sandbox, SandboxEvaluator) or isinstance(pool, ExecutorEvaluations)
@@ -94,6 +95,10 @@ class EpisodeEvaluator:
         return evaluate_with(self.sandbox, self.task, solution, options or self.options, self.plugins, self.pool)
 
     def __call__(self, action: str, args: list[str]) -> BridgeReply:
+        with timeline.in_lane(self.lane), timeline.span(f"request: {action}", task=self.task.name):
+            return self._answer(action, args)
+
+    def _answer(self, action: str, args: list[str]) -> BridgeReply:
         try:
             solution = read_solution(self.workspace)
         except WorkspaceError as exc:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import attrs
 
 from kag import __version__
+from kag.core import timeline
 from kag.core.agent.episode import SYSTEM_PROMPT, Episode, task_prompt
 from kag.core.eval.evaluate import EvalOptions
 from kag.core.plugins import Plugins
@@ -65,7 +66,8 @@ class Agent:
                           plugins=self.plugins.names_selected(), kag_version=__version__)
         start = time.perf_counter()
         try:
-            with Episode(task, self.sandbox, self.tools, options, self.plugins, self.pool) as episode:
+            with timeline.in_lane(episode_id), Episode(task, self.sandbox, self.tools, options, self.plugins,
+                                                       self.pool) as episode:
                 traj.stop_reason = self._loop(task, traj, episode)
                 final_solution, traj.result = episode.finish()  # after the agent's commands are stopped
             traj.reward = traj.result.reward.value if traj.result.reward else None
@@ -88,7 +90,8 @@ class Agent:
         for index in range(self.config.max_turns):
             t0 = time.perf_counter()
             try:
-                step: PolicyStep = self.policy.act(list(traj.messages), schemas)
+                with timeline.span("policy"):
+                    step: PolicyStep = self.policy.act(list(traj.messages), schemas)
             except PolicyError as exc:
                 return f"policy_error: {exc}"
             traj.messages.append(step.message)
@@ -96,7 +99,8 @@ class Agent:
                         response_token_ids=list(step.response_token_ids),
                         response_logprobs=list(step.response_logprobs), usage=dict(step.usage))
             for call in step.message.tool_calls:
-                seen = episode.call(call)
+                with timeline.span(f"tool: {call.name}"):
+                    seen = episode.call(call)
                 turn.tool_errors += seen.is_error
                 turn.tool_timeouts += seen.timed_out
                 turn.observations.append(seen.message)

@@ -10,6 +10,7 @@ by every solution built with the same toolchain.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import errno
 import functools
 import hashlib
@@ -239,12 +240,17 @@ def _run_compiler(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str
     from kag.core.eval.compile_run import run
     from kag.core.eval.timing_lock import host_work
 
+    from kag.core import timeline
+
     t0 = time.perf_counter()
-    with host_work(lock_dir, deadline - time.monotonic()) as quiet:  # the wait is inside the build's limit
+    with contextlib.ExitStack() as held:
+        with timeline.span("wait: host slot (compile)"):  # the wait is inside the build's limit
+            quiet = held.enter_context(host_work(lock_dir, deadline - time.monotonic()))
         with slot["lock"]:
             slot["wait"] = round(slot["wait"] + time.perf_counter() - t0, 3)
             slot["quiet"] = slot["quiet"] and bool(quiet)
-        return run(cmd, cwd, deadline, env=env)
+        with timeline.span("compile" if "-c" in cmd else "link"):
+            return run(cmd, cwd, deadline, env=env)
 
 
 def tool_env(workdir: Path) -> dict[str, str]:
@@ -402,11 +408,15 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
             (staged / unit.obj).write_bytes(data)
             cached.append(unit.rel)
 
+    from kag.core import timeline
+
+    lane = timeline.lane()  # the pool's threads draw in the caller's lane
+
     def compile_one(index: int, unit: _Unit) -> tuple[_Unit, Any]:
         from kag.core.eval.compile_run import RunOutcome, one_compile, remember_failure, remembered_failure
 
         obj = staged / unit.obj
-        with one_compile(cache, unit.obj, deadline) as mine:
+        with timeline.in_lane(lane), one_compile(cache, unit.obj, deadline) as mine:
             if not mine:  # another build of the same unit held it past our deadline
                 return unit, RunOutcome(-1, "waited for the same file's compile in another build", timed_out=True,
                                         starved=True)

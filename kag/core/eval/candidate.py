@@ -545,6 +545,7 @@ def candidate_main(ctrl: Any, go_fd: int, done_fd: int, output_fifo: str | None,
 
     os.setsid()
     die_with_parent()
+    os.environ.pop("KAG_TIMELINE", None)  # the run's timeline is the evaluator's: a candidate writes none
     redirect_output(output_fifo)
     if plan is not None:
         plan.apply_in_child()  # kag.core.sandboxing.CandidatePlan: namespaces, caps, Landlock

@@ -252,6 +252,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     from kag.core.eval.gpu_pool import default_pool
     from kag.core.trust.isolation import evals_root
     from kag.core.eval.judge_process import JudgeProcess, take_judge, warm_judge_waiting
+    from kag.core import timeline
     from kag.core.trace import mark
 
     options = options or EvalOptions()
@@ -289,8 +290,9 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                 say("building")
                 t0 = time.perf_counter()
                 # the compilers hold this CPU's timing slot (kag.core.eval.build): not beside a timing
-                ok, module_dir, log, notes, wait_s = build(solution, plugins, tmpdir / "build", options,
-                                                           getattr(pool or default_pool(), "lock_dir", None))
+                with timeline.span("build", task=task.name):
+                    ok, module_dir, log, notes, wait_s = build(solution, plugins, tmpdir / "build", options,
+                                                               getattr(pool or default_pool(), "lock_dir", None))
                 result.durations_s["build_wait"] = wait_s
                 result.durations_s["build"] = round(time.perf_counter() - t0, 3)
                 result.build_log = log
@@ -312,14 +314,17 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                                guard_opts)
             judge = judge or take_judge()
             lease = contextlib.ExitStack()
-            slot = lease.enter_context((pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda"))
+            with timeline.span("wait: device slot", task=task.name):
+                slot = lease.enter_context((pool or default_pool()).acquire("cpu" if device == "cpu" else "cuda"))
             lock_dir = getattr(pool or default_pool(), "lock_dir", None)
-            spec = attrs.evolve(spec, timing_slot=slot.id, lock_dir=str(lock_dir) if lock_dir else None)
+            spec = attrs.evolve(spec, timing_slot=slot.id, lock_dir=str(lock_dir) if lock_dir else None,
+                                trace_lane=timeline.lane() if timeline.enabled() else "")
             try:
                 t0 = time.perf_counter()
                 mark("orchestrator", f"build done, {'GPU' if device.startswith('cuda') else 'CPU slot'} lent, spec sent")
                 say("starting the judge (reference model and inputs)")
-                report = judge.run(spec, slot.visible, on_phase=say)
+                with timeline.span("judge", task=task.name):
+                    report = judge.run(spec, slot.visible, on_phase=say)
                 mark("orchestrator", "report received")
                 result.durations_s["judge_wall"] = round(time.perf_counter() - t0, 3)
             except BaseException:

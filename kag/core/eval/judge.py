@@ -86,6 +86,7 @@ class Judge(CandidateCalls):
         self.verify_s = 0.0  # ... and comparison
         self.recheck_p = 0.0
         self.rechecked = 0
+        self.skipped_why: str | None = None  # the last timing looked like work skipped on some calls
         self.calls_seen = 0  # the candidate's calls so far, every window's
         self.compared_at: list[int] = []  # which of them had their outputs compared
         self.defer_checks = False
@@ -339,11 +340,15 @@ def judge_main(conn: Any) -> None:
     os.dup2(2, 1)  # nothing the judge or torch prints may reach the caller's stdout (kag score --json)
     from kag.core.eval.channel import OutputCapture
 
+    from kag.core import timeline
+
+    timeline.set_role("judge")
     mark("judge", "started")
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # no CUDA driver call before the fork
     from kag.core.eval.timing_lock import host_work
 
     with host_work():  # seconds of CPU-heavy imports: not while another evaluation times on this host's CPU
+        mark("judge", "wait: host slot (torch import)")
         import torch  # noqa: F401 - imported while the orchestrator builds
         import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
@@ -389,6 +394,8 @@ def judge_main(conn: Any) -> None:
         end_children()
         conn.send(("result", json.dumps(to_dict(report), default=str)))
         return
+    if spec.trace_lane:  # this evaluation's phases join its worker's lane in the run's timeline
+        timeline.set_lane(f"{spec.trace_lane} judge")
     if spec.host_memory_bytes:
         early.host_memory_bytes = int(spec.host_memory_bytes)
     if spec.visible_devices is not None:
@@ -407,7 +414,8 @@ def judge_main(conn: Any) -> None:
         bell = os.environ.get("KAG_BELL", "1" if spec.device.startswith("cuda") else "0") == "1"
         early.fast = bell
         early.send(("prepare", {"device": spec.device, "env": env, "seccomp": plan.seccomp, "wall": wall, "bell": bell}))
-        judge = Judge(spec, conn.send)
+        with host_work(spec.lock_dir):  # the reference's CPU work: not beside another evaluation's timing
+            judge = Judge(spec, conn.send)
         judge.runner = runner
         report = judge.report
         mark("judge", "reference model and inputs made")
@@ -425,7 +433,8 @@ def judge_main(conn: Any) -> None:
         mark("judge", "candidate loaded")
         if spec.do_correctness:
             conn.send(("phase", f"checking {spec.num_checks} inputs"))
-        ok = judge.check(cand) if spec.do_correctness else True
+        with host_work(spec.lock_dir):  # the checks run the solution: not beside another's timing (a CPU host)
+            ok = judge.check(cand) if spec.do_correctness else True
         mark("judge", "checks done")
         timed = False
         baseline_conditions: dict[str, Any] = {}

@@ -23,8 +23,10 @@ import attrs
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 
+# RAY_TMPDIR: the candidate empties Ray's temp folder (kag.core.trust.private_mounts); KAG_TIMELINE:
+# the run's timeline (kag.core.timeline), which the candidate drops
 JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR", "KAG_BELL",
-             "RAY_TMPDIR")  # the last: the candidate empties Ray's temp folder (kag.core.trust.private_mounts)
+             "RAY_TMPDIR", "KAG_TIMELINE")
 
 
 def failed_report(kind: str, error: str) -> JudgeReport:

@@ -58,6 +58,7 @@ class JudgeSpec:
     seed: int | None = None  # None: a secret seed the judge draws itself
     do_correctness: bool = True
     do_timing: bool = True
+    trace_lane: str = ""  # the orchestrator's worker (kag.core.timeline): the judge's phases join its lane
     timeouts: Timeouts = attrs.field(factory=Timeouts)
     cache_dir: str | None = None
     use_baseline_cache: bool = True

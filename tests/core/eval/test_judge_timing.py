@@ -121,3 +121,58 @@ def test_a_first_estimate_drops_the_warm_up_window():
     timing = WindowTiming(calls=8, short_calls=4, timed_s=[50e-3, 1e-3 + 8 * 10e-6], short_s=[1e-3 + 4 * 10e-6])
     assert abs(warm_per_call_s(timing) - 10e-6) < 1e-12  # the 50 ms first window (compilation) is not counted
     assert estimate_plan(1).order == ["timed", "null", "timed"]
+
+
+class _Timing:
+    """The judge's timing step (CandidateCalls.time_candidate, its real slot and load meter) around
+    windows that always look like skipped work; ``busy`` processes spin on every CPU meanwhile."""
+
+    def __init__(self, tmp_path, busy: bool):
+        from kag.core.eval.spec import JudgeReport
+
+        self.report, self.tmp_path, self.busy, self.attempts = JudgeReport(), tmp_path, busy, 0
+
+    def timing_slot(self):
+        from kag.core.eval.timing_lock import TimingSlot
+
+        return TimingSlot("cpu", self.tmp_path / "locks")
+
+    def timed_windows(self, cand):
+        import os
+        import subprocess
+        import sys
+        import time
+
+        self.attempts += 1
+        spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] \
+            if self.busy else []
+        time.sleep(1.0)
+        for proc in spin:
+            proc.kill()
+            proc.wait()
+        self.skipped_why = "5 of 20 timed windows took under 50% per call of the fastest checked window"
+        return True
+
+
+def test_windows_that_look_skipped_under_load_are_timed_again_and_then_the_evaluators_failure(tmp_path):
+    """Measured through kag serve on 2 cores (16 at once): an honest ReLU got -1 twice because load
+    slowed every checked window and left others looking skipped. Under load the judge times again,
+    and a second such timing is the evaluator's failure (judge_error), never the solution's."""
+    import types
+
+    from kag.core.eval.judge_calls import TIMING_ATTEMPTS, CandidateCalls
+
+    cand = types.SimpleNamespace(pid=1)
+    loaded = _Timing(tmp_path, busy=True)
+    assert CandidateCalls.time_candidate(loaded, cand) is False
+    assert loaded.attempts == TIMING_ATTEMPTS == 2
+    assert loaded.report.judge_error and "too busy to time" in loaded.report.error and not loaded.report.violations
+    assert "timed again" in loaded.report.notes[0]
+    quiet = _Timing(tmp_path, busy=False)
+    timed = CandidateCalls.time_candidate(quiet, cand)
+    cond = quiet.report.timing_load["candidate"]
+    if (cond["others_cpus"] or 0) / cond["cpus"] <= 0.25:  # this machine was quiet meanwhile (CI usually is)
+        assert timed and quiet.attempts == 1 and not quiet.report.judge_error
+        assert [v["guard"] for v in quiet.report.violations] == ["evaluator"]
+    else:  # someone else's work: the same as the loaded case
+        assert not timed and quiet.report.judge_error and not quiet.report.violations
