@@ -72,6 +72,7 @@ RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per 
 FAST_RATIO = 0.5  # a "skipped" window: its calls under half the fastest verified window's
 FAST_MIN_GAP_S = 20e-6  # ... and this much under it (tiny kernels jitter)
 FAST_MIN_SHARE = 0.2  # a cluster: at least this share of the timed windows (and 3 of them)
+SKIP_ALPHA = 0.01  # ... and so many that an honest solution's windows look like that with at most this chance
 CROSS_CHECK_RATIO = 0.1  # its own median under a tenth of the judge's (less 50 us) is a lie: honest calls on a
 # loaded machine wait to be scheduled (the judge's window includes it, its own clock does not)
 PROBE_IDLE_FACTOR = 3.0
@@ -180,12 +181,18 @@ def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | Non
 
     ``verified_s`` are the per-call times of windows whose compared outputs were right: they did
     the whole work, so the fastest of them bounds an honest window from below (load only ever
-    slows one down). A cluster of windows far under it did not do the work."""
+    slows one down). A cluster of windows far under it did not do the work, provided the cluster
+    cannot be chance: the compared windows are a secret random choice, so for an honest solution
+    the chance that all k of them missed the m fastest of n windows is C(n-m, k) / C(n, k), whatever
+    the noise (a 2-core VM's CPU calls vary 5x: a rule on the ratio alone fired on 1 honest ReLU in
+    4 there, with 3 compared windows of 20). A claim needs that chance under ``SKIP_ALPHA``."""
     if len(estimates_s) < 10 or not verified_s:
         return None
     floor = min(verified_s)
     fast = [e for e in estimates_s if e < FAST_RATIO * floor and floor - e > FAST_MIN_GAP_S]
-    if len(fast) >= max(3, math.ceil(FAST_MIN_SHARE * len(estimates_s))):
+    n, k = len(estimates_s), len(verified_s)
+    chance = math.comb(n - len(fast), k) / math.comb(n, k)
+    if len(fast) >= max(3, math.ceil(FAST_MIN_SHARE * n)) and chance < SKIP_ALPHA:
         return (f"{len(fast)} of {len(estimates_s)} timed windows took under {FAST_RATIO:.0%} per call of the fastest "
                 f"window whose outputs were checked ({median(fast) * 1e3:.4g} ms vs {floor * 1e3:.4g} ms): the work "
                 f"is done on some calls only")
