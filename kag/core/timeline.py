@@ -11,6 +11,7 @@ processes never interleave. A span's lane is the worker it belongs to: the episo
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import threading
@@ -24,6 +25,16 @@ _fd: int | None = None
 _fd_path: str | None = None
 _fd_pid = -1  # a forked child opens its own descriptor
 _lock = threading.Lock()
+_serials = itertools.count()
+
+
+def _thread_serial() -> int:
+    """This thread's number, never reused in this process (thread idents are: a point of a new
+    thread must not end a phase of a finished one)."""
+    serial = getattr(_local, "serial", None)
+    if serial is None:
+        serial = _local.serial = next(_serials)
+    return serial
 
 
 def enabled() -> bool:
@@ -95,7 +106,7 @@ def point(label: str, **fields: Any) -> None:
     if enabled():
         now = round(time.time(), 6)
         _write({"lane": lane(), "label": label, "start": now, "end": now, "pid": os.getpid(),
-                "thread": threading.get_ident(), **fields})
+                "thread": _thread_serial(), **fields})
 
 
 def read(path: str) -> list[dict[str, Any]]:

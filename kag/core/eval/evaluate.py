@@ -362,11 +362,15 @@ def single_file_solution(solution: Solution, result: EvalResult) -> tuple[Soluti
 def _release_later(judge: Any, lease: contextlib.ExitStack) -> None:
     """Close ``judge``, then give its device back, on a thread (not a daemon: an exiting CLI
     still waits for it, so no judge outlives the process that started it)."""
+    from kag.core import timeline
     from kag.core.trace import mark
+
+    lane = timeline.lane()
 
     def close() -> None:
         try:
-            judge.close()
+            with timeline.in_lane(lane), timeline.span("closing the judge"):
+                judge.close()
             mark("orchestrator", "judge closed, device given back")
         finally:
             lease.close()
