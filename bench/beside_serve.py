@@ -71,6 +71,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=["idle", "beside"], required=True)
     ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--logs", default=tempfile.gettempdir(), help="where the jobs' logs are kept")
     ap.add_argument("--out", default=str(REPO / "bench" / "load" / "beside_serve.md"))
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kag-beside-"))
@@ -115,6 +116,10 @@ def main() -> int:
     with open(out, "a") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    logs = Path(args.logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    for log in work.glob("*.log"):  # the failures are in them
+        shutil.copy(log, logs / f"{args.mode}_{log.name}")
     shutil.rmtree(work, ignore_errors=True)
     return 0 if all(r[1] == 0 for r in rows) else 1
 

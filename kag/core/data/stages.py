@@ -143,6 +143,15 @@ def compose(plugins: Plugins, seeds: list[Seed], out: Path, manifest: Manifest, 
     return records
 
 
+RETRIED_REASONS = ("timeout", "worker_crash")  # the filter's verdicts a rerun checks once more
+
+
+def latest_rejects(path: Path, kept: set[str]) -> list[dict[str, Any]]:
+    """Each rejected task's last verdict (a retried task has two lines), none for a task kept later."""
+    last = {r["id"]: r for r in read_jsonl(path)}
+    return [r for key, r in last.items() if key not in kept]
+
+
 def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, manifest: Manifest,
                 filter_opts: dict[str, Any], bar: Any, executor: Any = None) -> list[dict[str, Any]]:
     """``executor`` other than ``local``: the checks run on its workers (``ExecFilter.run_on``);
@@ -153,7 +162,10 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
     if _check_params(manifest, "filter", params) and out.exists():
         return read_jsonl(out)
     rejects_path = out.with_name("filter_rejects.jsonl")
-    decided = {r["id"] for r in read_jsonl(out)} | {r["id"] for r in read_jsonl(rejects_path)}
+    rejects = read_jsonl(rejects_path)
+    # a timeout or a crashed worker may be the machine's doing: checked once more on a rerun, then final
+    again = {r["id"]: r for r in rejects if r.get("reason") in RETRIED_REASONS and not r.get("final")}
+    decided = {r["id"] for r in read_jsonl(out)} | {r["id"] for r in rejects if r["id"] not in again}
     todo = [c for c in candidates if c["id"] not in decided]
     by_id = {c["id"]: c for c in candidates}
     where = f"{executor.name} executor" if remote else f"x{len(filt.slots)}"
@@ -165,12 +177,13 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
 
     def record(**extra: Any) -> None:
         elapsed = prev_s + time.perf_counter() - start
-        rejects = read_jsonl(rejects_path)
+        kept = read_jsonl(out)
+        rejects = latest_rejects(rejects_path, {r["id"] for r in kept})
         workers = executor.stats.workers if remote else len(filt.slots)
         if remote:
             extra = {"executor": attrs.asdict(executor.stats), "unchecked": unchecked, **extra}
         manifest.update("filter", params=params, workers=workers, file=out.name, candidates=len(candidates),
-                        kept=len(read_jsonl(out)), rejected=len(rejects),
+                        kept=len(kept), rejected=len(rejects),
                         reasons=count_reasons(r["reason"] for r in rejects), checked=prev_checked + checked,
                         elapsed_s=round(elapsed, 2),
                         throughput_tasks_per_min=round((prev_checked + checked) / elapsed * 60, 2) if elapsed else None,
@@ -189,12 +202,18 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
         if verdict["ok"]:
             append_jsonl(out, {**rec, "filter": verdict})
         else:
+            if key in again:  # the second attempt decides, and says what the first one met
+                verdict = {**verdict, "final": True, "detail": f"{verdict.get('detail', '')} (first attempt: "
+                                                               f"{again[key]['reason']}: {again[key].get('detail', '')})"}
+            elif verdict.get("reason") not in RETRIED_REASONS:
+                verdict = {**verdict, "final": True}
             append_jsonl(rejects_path, {"id": key, "ops": rec["ops"], "data_source": rec["data_source"], **verdict})
         bar.update(task, note=f"{checked / (time.perf_counter() - start) * 60:.1f} tasks/min")
         bar.advance(task)
         if checked % 10 == 0:
             record(complete=False)
-    record(complete=not unchecked)
+    pending = [r for r in latest_rejects(rejects_path, {r["id"] for r in read_jsonl(out)}) if not r.get("final")]
+    record(complete=not unchecked and not pending, retry_on_rerun=len(pending))
     records = read_jsonl(out)
     return records
 

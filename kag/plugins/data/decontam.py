@@ -139,6 +139,40 @@ class Reference:
     local: Any = None
 
 
+def traced_graphs(items: list[tuple[str, str]]) -> dict[str, Any]:
+    """Each task's op graph (None: it cannot be traced), from the build cache's signed store when
+    the same tasks were traced before by the same torch and tracer: the 250 KernelBench graphs
+    took 43-249 s on every run (issue 32)."""
+    import hashlib
+    import inspect
+
+    import torch
+
+    from kag.core.data import opgraph
+    from kag.core.eval.build import cache_key_material, cache_root
+    from kag.core.trust import integrity
+
+    h = hashlib.sha256(f"{torch.__version__}\0{inspect.getsource(opgraph)}".encode())
+    for name, code in items:
+        h.update(f"\0{name}\0{code}".encode())
+    root = cache_root()
+    store = integrity.SignedStore(root / "decontam", "decontam-graphs", cache_key_material(root))
+    entry = f"{h.hexdigest()[:32]}.json"
+    data = store.read(entry)
+    if data is not None:
+        return {name: None if g is None else opgraph.OpGraph(tuple(g[0]), tuple(map(tuple, g[1])), tuple(g[2]))
+                for name, g in json.loads(data).items()}
+    graphs: dict[str, Any] = {}
+    for name, code in items:
+        try:
+            graphs[name] = opgraph.trace(code)
+        except opgraph.OpGraphError:
+            graphs[name] = None
+    store.write(entry, json.dumps({name: None if g is None else [g.labels, g.inputs, g.pointwise]
+                                   for name, g in graphs.items()}).encode())
+    return graphs
+
+
 class Decontaminator:
     """Scores each task against a reference set and drops those scoring at or above ``threshold``."""
 
@@ -157,16 +191,16 @@ class Decontaminator:
                 "reference_graphs": sum(r.graph is not None for r in self.reference)}
 
     def add_reference(self, items: Iterable[tuple[str, str]]) -> None:
-        """``(name, code)`` pairs of benchmark tasks to compare against."""
-        from kag.core.data.opgraph import OpGraphError, trace
-
+        """``(name, code)`` pairs of benchmark tasks to compare against (their op graphs traced
+        once per content, torch and tracer: ``traced_graphs``)."""
+        items = list(items)
+        graphs = traced_graphs(items) if self.op_graph else {}
         for name, code in items:
             toks = structural_tokens(code)
             ref = Reference(name, toks, api_names(toks))
             if self.op_graph:
-                try:
-                    ref.graph = trace(code)
-                except OpGraphError:
+                ref.graph = graphs.get(name)
+                if ref.graph is None:
                     self.untraced.append(name)
             if ref.graph is not None:
                 ref.local = ref.graph.local_tokens()

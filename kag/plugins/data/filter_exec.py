@@ -16,7 +16,7 @@ import queue
 import signal
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from kag.core.hookspecs import hookimpl
 from kag.core.data.synthesis import SynthesisError
@@ -24,6 +24,8 @@ from kag.core.data.synthesis import SynthesisError
 CHECK_BATCH_FN = "kag.plugins.data.filter_exec:check_batch"  # a batch of tasks as an executor job
 GPU_WINDOW_MS = (1.0, 100.0)
 CPU_WINDOW_MS = (0.1, 100.0)
+# a task's waits for machine-wide slots, at most (both slots' own bounds): past it the task is overdue
+MAX_WAIT_S = 900.0 + 300.0
 
 
 class Reject(Exception):
@@ -92,8 +94,10 @@ def timing_slot(device: str) -> Any:
 
 def check_task(code: str, device: str, window_ms: tuple[float, float], compile_backend: str = "inductor",
                atol: float = 1e-3, rtol: float = 1e-3, distinct_rtol: float = 1e-3,
-               timing_lock: Any = None) -> dict[str, Any]:
-    """Run every check on one task; raises Reject with the first failure, else returns measurements."""
+               timing_lock: Any = None, waiting: Callable[[bool], None] = lambda _on: None) -> dict[str, Any]:
+    """Run every check on one task; raises Reject with the first failure, else returns measurements.
+    ``waiting(True)`` / ``waiting(False)`` bracket each wait for a machine-wide slot: the task's
+    clock stops meanwhile (another process's timing is not this task's time)."""
     import torch
 
     from kag.core.eval.timing_lock import host_work
@@ -132,7 +136,9 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
         if diff <= distinct_rtol * scale:
             raise Reject("indistinguishable", f"different inputs give outputs within {diff / scale:.2e} (relative)")
         try:  # the machine-wide timing slot of the device: no kag timing or heavy work alongside
+            waiting(True)
             with timing_slot(device).exclusive() if timing_lock is None else timing_lock:
+                waiting(False)
                 eager_ms = time_eager(model, inputs, device)
         except Exception as exc:  # noqa: BLE001
             raise Reject("eager_error", f"timing: {type(exc).__name__}: {exc}") from None
@@ -142,7 +148,9 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
         if eager_ms > hi:
             raise Reject("too_slow", f"eager {eager_ms:.3f} ms > {hi} ms")
         try:  # compiling is heavy work: not while a timing on this host's CPU runs
+            waiting(True)
             with host_work():
+                waiting(False)
                 compiled = torch.compile(model, backend=compile_backend)
                 outc = _tensors(compiled(*inputs))
         except Exception as exc:  # noqa: BLE001
@@ -217,8 +225,11 @@ def _worker_main(wid: int, device: str, threads: int, config: dict[str, Any], in
         key, code = item
         outbox.put(("start", wid, key, None))
         t0 = time.perf_counter()
+        def waiting(on: bool, key: str = key) -> None:
+            outbox.put(("waiting" if on else "running", wid, key, None))
+
         try:
-            verdict = {"ok": True, **check_task(code, device, timing_lock=timing_lock, **config)}
+            verdict = {"ok": True, **check_task(code, device, timing_lock=timing_lock, waiting=waiting, **config)}
         except Reject as rej:
             verdict = {"ok": False, "reason": rej.reason, "detail": str(rej)[:500]}
         except BaseException as exc:  # noqa: BLE001 - a task must never kill the worker silently
@@ -297,7 +308,7 @@ class ExecFilter:
                                daemon=True)
             proc.start()
             return {"id": wid, "slot": slot, "proc": proc, "inbox": inbox, "key": None, "started": None,
-                    "ready": False}
+                    "ready": False, "spent": 0.0, "waited": 0.0, "paused": None}
 
         workers = [spawn(slot) for slot in self.slots[: max(1, min(len(self.slots), len(pending)))]]
         busy = failed_starts = 0
@@ -306,7 +317,7 @@ class ExecFilter:
                 for w in workers:
                     if w["ready"] and w["key"] is None and pending:
                         key, code = pending.pop()
-                        w["key"], w["started"] = key, None
+                        w["key"], w["started"], w["spent"], w["waited"], w["paused"] = key, None, 0.0, 0.0, None
                         w["inbox"].put((key, code))
                         busy += 1
                 try:
@@ -318,7 +329,14 @@ class ExecFilter:
                     if kind == "ready":
                         owner["ready"] = True
                     elif kind == "start" and owner["key"] == key:
-                        owner["started"] = time.perf_counter()
+                        owner["started"], owner["spent"], owner["waited"], owner["paused"] = time.perf_counter(), 0.0, 0.0, None
+                    elif kind == "waiting" and owner["key"] == key and owner["started"] is not None:
+                        # the clock stops while the task waits for a machine-wide slot (bounded: MAX_WAIT_S)
+                        owner["spent"] += time.perf_counter() - owner["started"]
+                        owner["started"], owner["paused"] = None, time.perf_counter()
+                    elif kind == "running" and owner["key"] == key and owner.get("paused") is not None:
+                        owner["waited"] += time.perf_counter() - owner["paused"]
+                        owner["started"], owner["paused"] = time.perf_counter(), None
                     elif kind == "done" and owner["key"] == key:
                         owner["key"] = None
                         busy -= 1
@@ -331,14 +349,18 @@ class ExecFilter:
                                                  f"run the filter from a script with an `if __name__ == '__main__':` guard")
                         workers[i] = spawn(w["slot"])
                         continue
-                    overdue = w["started"] is not None and time.perf_counter() - w["started"] > self.timeout_s
+                    now = time.perf_counter()
+                    ran = w.get("spent", 0.0) + (now - w["started"] if w["started"] is not None else 0.0)
+                    waited = w.get("waited", 0.0) + (now - w["paused"] if w.get("paused") is not None else 0.0)
+                    overdue = w["key"] is not None and (ran > self.timeout_s or waited > MAX_WAIT_S)
                     dead = not w["proc"].is_alive()
                     if w["key"] is not None and (overdue or dead):
                         key = w["key"]
                         _kill(w["proc"])
                         busy -= 1
                         reason = "timeout" if overdue else "worker_crash"
-                        detail = (f"no verdict within {self.timeout_s:.0f} s" if overdue
+                        detail = (f"no verdict within {self.timeout_s:.0f} s of its own (it waited {waited:.0f} s "
+                                  f"for machine-wide slots besides)" if overdue
                                   else f"worker died with exit code {w['proc'].exitcode}")
                         workers[i] = spawn(w["slot"])
                         yield key, {"ok": False, "reason": reason, "detail": detail}

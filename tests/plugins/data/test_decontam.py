@@ -351,3 +351,33 @@ def test_composed_tasks_are_not_caught(composed):
     assert all(signal == "graph" for _, _, signal in dropped), dropped
     assert len(dropped) <= len(composed) // 5, dropped
     assert all(dec.keep(v.score) for task, v in verdicts if len(task.ops) > 2), dropped
+
+
+def test_the_reference_graphs_are_traced_once_per_content(tmp_path, monkeypatch):
+    """Issue 32: the 250 KernelBench graphs were traced again on every run (43-249 s). They are
+    kept in the cache's signed store, keyed by the tasks' text, torch and the tracer; a changed
+    task or a tampered entry is traced again."""
+    import time
+
+    from kag.plugins.data.decontam import traced_graphs
+
+    monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))
+    items = [(p.stem, p.read_text()) for p in sorted(SAMPLE.glob("level1/*.py"))[:6]] + [("conv", CONV_RELU_BIAS)]
+    t0 = time.perf_counter()
+    first = traced_graphs(items)
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    again = traced_graphs(items)
+    warm = time.perf_counter() - t0
+    assert {k: g and g.digest() for k, g in again.items()} == {k: g and g.digest() for k, g in first.items()}
+    assert sum(g is not None for g in first.values()) >= 5 and warm < cold / 3, (cold, warm)
+    (entry,) = [p for p in (tmp_path / "cache" / "decontam").glob("*.json")]
+    data = json.loads(entry.read_text())
+    name = next(k for k, g in data.items() if g)
+    data[name][0] = ["fake.op"] * len(data[name][0])  # tampered: read, it would change that graph's digest
+    entry.write_text(json.dumps(data))
+    assert {k: g and g.digest() for k, g in traced_graphs(items).items()} == \
+        {k: g and g.digest() for k, g in first.items()}
+    assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 1
+    changed = traced_graphs(items[:-1] + [("conv", CONV_RELU_BIAS + "\n# edited\n")])
+    assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 2 and set(changed) == set(first)

@@ -86,3 +86,38 @@ def test_cuda_pool_runs_one_worker_per_gpu():
     filt = ExecFilter(device="cuda", window_ms=WINDOW)
     assert len(filt.slots) == torch.cuda.device_count()
     assert dict(filt.run([("good", GOOD)]))["good"]["ok"]
+
+
+def test_a_task_waiting_for_a_held_timing_slot_is_not_timed_out():
+    """Issue 32: 2 of 24 good tasks were rejected as `timeout` beside other kag processes, their
+    clock counting the wait for the machine-wide timing slot. The clock now stops while a task waits
+    for a slot: held here for 3x the timeout, the good task still passes, and a hang still times out."""
+    import threading
+    import time
+
+    from kag.core.eval.timing_lock import TimingSlot, slot_name
+
+    filt = ExecFilter(device="cpu", workers=1, timeout_s=6, window_ms=WINDOW, compile_backend="aot_eager")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with TimingSlot(slot_name("cpu")).exclusive() as slot:  # another process's timing, in effect
+            assert slot.locked
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(30)
+    t0 = time.perf_counter()
+    timer = threading.Timer(18, release.set)  # the slot is held 18 s: three timeouts
+    timer.start()
+    try:
+        results = dict(filt.run([("good", GOOD)]))
+    finally:
+        release.set()
+        holder.join()
+    assert time.perf_counter() - t0 > 18  # it did wait for the slot
+    assert results["good"]["ok"], results
+    results = dict(filt.run([("hang", HANG)]))  # its own time still counts
+    assert results["hang"]["reason"] == "timeout" and "of its own" in results["hang"]["detail"]
