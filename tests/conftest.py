@@ -53,3 +53,12 @@ def run_kag(*args: str, env: dict | None = None, cwd: str | Path | None = None,
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-m", "kag.cli.main", *args], capture_output=True, text=True,
                           env=full_env, cwd=cwd, input=input, timeout=timeout)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a command a test interrupts with SIGINT: the default action, as a terminal
+    gives it. A suite started in the background (``cmd &``, nohup) inherits SIGINT ignored, and
+    Python then never raises KeyboardInterrupt: the command would run on as if not interrupted."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from kag.cli.main import cli
 from kag.core.records import append_jsonl, read_jsonl
+from tests.conftest import default_sigint
 
 FILTER = ["--device", "cpu", "--workers", "2", "--window-ms", "0.05,100", "--compile-backend", "aot_eager",
           "--timeout", "60"]
@@ -157,7 +158,8 @@ def test_killing_build_mid_filter_leaves_no_process(composed_folder: Path, tmp_p
     append_jsonl(out / "composed.jsonl", *tasks)
     cmd = [sys.executable, "-m", "kag.cli.main", "data", "build", "--out", str(out), "--crawler", "torch",
            "--n", "2", "--mix", "torch#2=1", *FILTER[:-1], "600", "--quiet"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 300
         while not started.exists():

@@ -15,7 +15,7 @@ import pytest
 
 from kag.core.records import read_jsonl
 from tests.cli.test_run_eval import _group_alive
-from tests.conftest import run_kag
+from tests.conftest import default_sigint, run_kag
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kernelbench_sample"
 
@@ -31,7 +31,7 @@ def test_ctrl_c_stops_kag_data_build_mid_filter_and_a_rerun_resumes(tmp_path: Pa
     out = tmp_path / "data"
     filtered = out / "filtered.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", *_build_args(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_sigint)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if filtered.exists() and filtered.read_text().count("\n") >= 1:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import run_kag
+from tests.conftest import default_sigint, run_kag
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -116,6 +116,7 @@ def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_comple
     scratch = _private_tmp()
     proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", *_eval_args(tasks, replays, out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_sigint,
                             env=dict(os.environ, TMPDIR=str(scratch)))
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
@@ -156,6 +157,7 @@ def test_ctrl_c_in_kag_run_leaves_no_workspace_and_names_only_files_that_exist(t
                              "--policy-option", f"path={EXAMPLES / 'sigmoid' / 'cpu' / 'replay.json'}",
                              "--num-timed", "5", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_sigint,
                             env=dict(os.environ, TMPDIR=str(scratch)))
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not any(

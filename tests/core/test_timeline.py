@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kag.core import timeline
 from tests.conftest import run_kag
 
@@ -31,6 +33,7 @@ def test_points_become_the_phases_they_end_per_thread(tmp_path, monkeypatch):
     assert len(timeline.read(str(path))) == 3
 
 
+@pytest.mark.slow  # 70 s on 2 cores; CI's time is short (run with -m slow)
 def test_kag_eval_timeline_has_each_workers_phases_and_the_judges(tmp_path):
     tasks, replays = tmp_path / "tasks", tmp_path / "replays"
     tasks.mkdir()
