@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,15 +47,8 @@ def verdict(out: dict) -> dict:
 def run_phase(name: str, args, work: Path, task: Path, sols: list[Path], alone: float | None) -> dict:
     env = env_for(work, f"cache-{name}")
     (work / name).mkdir()
-    server = Server(work / name, env)  # its socket in the phase's folder; started here with --warm
-    server.proc = subprocess.Popen(kag("serve", "--socket", server.socket, "--warm", str(args.warm)), env=env,
-                                   stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
-    code = f"from kag.core.eval.server import ping; ping({server.socket!r})"
-    start = time.perf_counter()
-    while subprocess.run([sys.executable, "-c", code], env=env, capture_output=True).returncode:
-        if server.proc.poll() is not None or time.perf_counter() - start > 180:
-            raise SystemExit(f"kag serve did not start (exit {server.proc.poll()})")
-        time.sleep(0.5)
+    server = Server(work / name, env)  # its socket in the phase's folder
+    server.start("--warm", str(args.warm))
     try:
         cmds = [kag("score", "--backend", "cpu", "--task", str(task), "--solution", str(s), "--json",
                     "--num-timed", str(args.num_timed), "--server", server.socket) for s in sols]

@@ -138,8 +138,8 @@ class Server:
         self.env = env
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(kag("serve", "--socket", self.socket), env=self.env, stderr=subprocess.PIPE,
+    def start(self, *extra: str) -> None:
+        self.proc = subprocess.Popen(kag("serve", "--socket", self.socket, *extra), env=self.env, stderr=subprocess.PIPE,
                                      stdout=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 180
         code = f"from kag.core.eval.server import ping; ping({self.socket!r})"

@@ -114,12 +114,13 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
 
 def episode_line(row: dict[str, Any]) -> str:
     """One finished episode: its task, verdict, reward, and what its tool calls met."""
-    result = row.get("result") or {}
-    if result:
-        verdict = "PASS" if result.get("compiled") and result.get("correct") and not result.get("violations") \
-            and not result.get("error") else f"FAIL ({result.get('error_kind') or 'incorrect'})"
+    from kag.core.records import EvalResult, from_dict
+
+    result = from_dict(EvalResult, row["result"]) if row.get("result") else None
+    if result is not None:
+        verdict = "PASS" if result.ok else f"FAIL ({result.error_kind or 'incorrect'})"
     else:
         verdict = f"no result ({row.get('stop_reason') or 'unknown'})"
-    speed = result.get("speedup_vs_eager")
+    speed = result.speedup_vs_eager if result is not None else None
     tools = f"; {tools_line(row['tools'])}" if row.get("tools") else ""
     return f"{row['task']}: {verdict}{f' {speed:.2f}x eager' if speed else ''}, reward {row.get('reward')}{tools}"

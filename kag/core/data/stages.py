@@ -162,10 +162,11 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
     if _check_params(manifest, "filter", params) and out.exists():
         return read_jsonl(out)
     rejects_path = out.with_name("filter_rejects.jsonl")
-    rejects = read_jsonl(rejects_path)
+    kept = {r["id"] for r in read_jsonl(out)}
+    rejects = latest_rejects(rejects_path, kept)
     # a timeout or a crashed worker may be the machine's doing: checked once more on a rerun, then final
     again = {r["id"]: r for r in rejects if r.get("reason") in RETRIED_REASONS and not r.get("final")}
-    decided = {r["id"] for r in read_jsonl(out)} | {r["id"] for r in rejects if r["id"] not in again}
+    decided = kept | {r["id"] for r in rejects if r["id"] not in again}
     todo = [c for c in candidates if c["id"] not in decided]
     by_id = {c["id"]: c for c in candidates}
     where = f"{executor.name} executor" if remote else f"x{len(filt.slots)}"

@@ -53,20 +53,10 @@ class RunOutcome:
 def group_cpu_s(pgid: int) -> float:
     """CPU seconds of every live process in process group ``pgid``, with what each already
     collected from the children it waited for (user + system, from /proc/<pid>/stat)."""
+    from kag.core.trust.isolation import process_table
+
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        # fields[0] is the state (field 3 of stat); pgrp is field 5, utime..cstime fields 14-17
-        if len(fields) > 14 and int(fields[2]) == pgid:
-            total += sum(int(x) for x in fields[11:15])
-    return total / tick
+    return sum(sum(int(x) for x in fields[11:15]) for _, fields in process_table() if int(fields[2]) == pgid) / tick
 
 
 def run(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str] | None = None,

@@ -22,7 +22,7 @@ import os
 import signal
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 
@@ -223,19 +223,27 @@ def fork_in_namespace(child: Callable[[], None], new_pid_ns: bool) -> tuple[int,
     return pid, made
 
 
-def descendants(root_pid: int, skip: set[int] | frozenset[int] = frozenset()) -> list[int]:
-    """Live processes below ``root_pid`` (by parent links in /proc), not following ``skip``."""
-    children: dict[int, list[int]] = {}
+def process_table() -> Iterator[tuple[int, list[bytes]]]:
+    """Each process's pid and the fields of its /proc/<pid>/stat after the command name (state,
+    ppid, pgrp, ...; utime..cstime are [11:15]); processes that vanish meanwhile are skipped."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
-            if fields[0] != b"Z":  # a zombie is dead already (its parent reaps it)
-                children.setdefault(int(fields[1]), []).append(int(entry))
-        except (OSError, ValueError, IndexError):
+        except (OSError, IndexError):
             continue
+        if len(fields) > 14:
+            yield int(entry), fields
+
+
+def descendants(root_pid: int, skip: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Live processes below ``root_pid`` (by parent links in /proc), not following ``skip``."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in process_table():
+        if fields[0] != b"Z":  # a zombie is dead already (its parent reaps it)
+            children.setdefault(int(fields[1]), []).append(pid)
     out, todo = [], [root_pid]
     while todo:
         for kid in children.get(todo.pop(), []):

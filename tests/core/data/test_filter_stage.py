@@ -32,3 +32,9 @@ def test_a_timeout_is_retried_once_on_a_rerun_then_final_with_both_attempts(tmp_
     assert rejects[-1]["final"] and "first attempt: timeout" in rejects[-1]["detail"]
     st = Manifest(tmp_path / "manifest.json").stage("filter")
     assert st["complete"] and st["rejected"] == 1 and st["reasons"] == {"timeout": 1} and st["retry_on_rerun"] == 0
+
+    manifest = Manifest(tmp_path / "manifest.json")  # a run that must redo the stage: the final verdict stands
+    manifest.stage("filter")["complete"] = False
+    with progress_bar(False) as bar:
+        exec_filter(Plugins(), candidates, out, manifest, OPTS, bar)
+    assert len(read_jsonl(out.with_name("filter_rejects.jsonl"))) == 2
