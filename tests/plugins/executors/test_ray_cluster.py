@@ -246,7 +246,10 @@ def test_a_kernel_environment_scores_on_the_cluster_as_it_does_here(cluster):
         env = plugins.create("environment", "kernel-single", dataset=dataset, plugins=plugins, pool=pool, **FAST_EVAL)
         env.reset("model")
         got = env.step(fenced_answer())
-        assert got.reward == want.reward >= 1 and got.info["right"] and got.info["correct"]
+        # the same verdict; the speed tier (1, 2 or 3) is a CPU timing near 1x eager and may differ
+        assert got.info["correct"] == want.info["correct"] is True and got.info["right"]
+        assert got.info["error_kind"] == want.info["error_kind"] is None
+        assert min(got.reward, want.reward) >= 1
         assert env.last_result.metadata["executor"]["worker"].startswith("ray:w")
         assert not env.last_result.metadata.get("judge_error")
     assert _workers() == {}
