@@ -1,5 +1,6 @@
 """``kag train STAGE --config FILE``: the paper's staged RL recipe, one stage per command, or all
-of them in one run directory with ``kag train recipe``; ``kag train report RUN_DIR`` writes its page.
+of them in one run directory with ``kag train recipe``; ``kag train report RUN_DIR`` writes its page
+(several RUN_DIRs: one page over seeds, with bands).
 
 Order: warmup -> collect -> rft -> value-pretrain -> agentic. Each stage reads ``[train]`` and
 ``[train.STAGE]`` from the config, writes ``output_dir/checkpoint`` and ``metrics.jsonl``, and
@@ -162,15 +163,25 @@ def recipe(config_path: str, run_dir: str | None, sets: tuple[str, ...], plugin_
 
 
 @train.command(name="report")
-@click.argument("run_dir", type=click.Path(file_okay=False))
-def report(run_dir: str) -> None:
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="With several runs: the page to write (default: seeds_report.md beside the first run).")
+def report(run_dirs: tuple[str, ...], out: str | None) -> None:
     """Write RUN_DIR/report.md (and each stage's curves.png) from the stages' metrics.jsonl:
     per-stage curves, RFT keep rate, value pretraining's explained variance, and with the kernel
-    environment the pass and faster-than-torch.compile rates per stage."""
-    from kag.plugins.algorithms.ppo.report import write_report
+    environment the pass and faster-than-torch.compile rates per stage.
 
+    Several RUN_DIRs (one config, different seeds): one page with each seed's first -> last numbers,
+    their mean ± standard deviation, and the mean curve with a min-max band."""
     try:
-        click.echo(str(write_report(run_dir)))
+        if len(run_dirs) == 1 and out is None:
+            from kag.plugins.algorithms.ppo.report import write_report
+
+            click.echo(str(write_report(run_dirs[0])))
+        else:
+            from kag.plugins.algorithms.ppo.seeds_report import write_seeds_report
+
+            click.echo(str(write_seeds_report(list(run_dirs), out)))
     except FileNotFoundError as exc:
         click.echo(f"kag: error: {exc}", err=True)
         raise SystemExit(2) from None

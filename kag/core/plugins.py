@@ -42,6 +42,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.algorithms.ppo",
     "kag.plugins.environments.toy_env",
     "kag.plugins.environments.kernel_env",
+    "kag.plugins.environments.choice_env",
     "kag.plugins.baselines.torch_baselines",
     "kag.plugins.tolerances.rules",
     "kag.plugins.tools.bash",

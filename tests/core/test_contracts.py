@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import pytest
@@ -21,6 +22,7 @@ from kag.plugins.guards import GUARD_MODULES
 
 PLUGINS = Plugins(load_entrypoints=False)
 NAMED_KINDS = {"tool", "guard", "backend"}  # the core reads their ``name``: it must be the registered one
+CHOICES = Path(__file__).resolve().parents[2] / "examples" / "train" / "kernel_choice"
 
 
 def _dataset_options(tmp: Any) -> dict[str, dict[str, Any]]:
@@ -44,7 +46,8 @@ def _recipes(tmp: Any) -> dict[tuple[str, str], dict[str, Any] | None]:
                 ("policy", "replay"): {"calls": []},
                 ("policy", "openai"): {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
                 ("composer", "llm"): {"policy": "replay", "policy_options": {"calls": []}, "plugins": PLUGINS},
-                ("filter", "exec"): {"device": "cpu", "workers": 1}})
+                ("filter", "exec"): {"device": "cpu", "workers": 1},
+                ("environment", "kernel-choice"): {"path": str(CHOICES), "backend": "cpu"}})
     out.update({("policy", "hf"): None, ("policy", "vllm"): None, ("environment", "kernel-single"): None,
                 ("environment", "kernel-agentic"): None})
     out.update({("algorithm", name): None for name in PLUGINS.names("algorithm")})

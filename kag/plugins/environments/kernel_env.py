@@ -112,16 +112,18 @@ class KernelEnvBase:
 
     def __init__(self, dataset: str | None = None, level: Any = None, ids: Any = None, backend: str = "auto",
                  num_timed: int = 20, warmup: int = 3, tolerance: str | None = None, reward: str | None = None,
-                 plugins: Any = None, pool: Any = None):
+                 plugins: Any = None, pool: Any = None, tasks: dict[str, Task] | None = None):
         """``pool``: where evaluations run (None: this machine's GPU pool; an RL stage with an
-        executor passes its kag.core.eval.remote.ExecutorEvaluations)."""
+        executor passes its kag.core.eval.remote.ExecutorEvaluations). ``tasks``: already read by a
+        subclass (then ``dataset`` is not used)."""
         from kag.core.eval.evaluate import EvalOptions
         from kag.core.plugins import Plugins
 
-        if not dataset:
+        if tasks is None and not dataset:
             raise ValueError('kernel environment: set dataset = "kernelbench:PATH" (or "local:DIR", '
                              '"ops6k:FILE") in [environments.NAME]')
-        self.tasks = {t.name: t for t in _load_tasks(dataset, _freeze(level), _freeze(ids))}
+        self.tasks = tasks if tasks is not None else {
+            t.name: t for t in _load_tasks(dataset, _freeze(level), _freeze(ids))}
         self.plugins = plugins or Plugins()
         self.pool = pool
         self.backend = _resolve_backend(backend, self.plugins)

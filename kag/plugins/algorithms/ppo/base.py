@@ -21,7 +21,7 @@ import torch
 
 from kag.core.records import append_jsonl, read_jsonl
 from kag.plugins.algorithms.ppo import ranks
-from kag.plugins.algorithms.ppo.config import TrainConfig
+from kag.plugins.algorithms.ppo.config import TrainConfig, lr_factor
 from kag.plugins.algorithms.ppo.engine import make_engine
 from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
 
@@ -49,10 +49,12 @@ class MetricLogger:
     """metrics.jsonl (the record every report and plot reads), a line per step on a terminal (off
     one, a log or CI: the first and last steps and one every ``OFF_TERMINAL_EVERY_S``), TensorBoard scalars when installed (``kag[rl]``), and ``curves.png`` when the stage ends."""
 
-    def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None):
+    def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None,
+                 seed: int | None = None):
         global _warned_tensorboard
         self.path = out_dir / "metrics.jsonl"
         self.stage = stage
+        self.seed = seed  # in every row: a report over several runs says which seed each one was
         self.total = total
         self.last_line = -math.inf  # when the last progress line went to a log
         self.writer = None
@@ -69,7 +71,7 @@ class MetricLogger:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
-        append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), **clean})
+        append_jsonl(self.path, {"stage": self.stage, "step": step, "time": time.time(), "seed": self.seed, **clean})
         now = time.monotonic()
         if sys.stderr.isatty() or now - self.last_line >= OFF_TERMINAL_EVERY_S or step == self.total:
             self.last_line = now  # a person at a terminal sees each step, a log a line every 30 s
@@ -150,6 +152,7 @@ class Stage:
         self.out = Path(config.output_dir)
         self.ckpt = self.out / "checkpoint"
         self.step = 0
+        self.kl_coef = config.kl_coef  # moves with the measured KL when kl_target is set; saved in state.json
         self.finished = False  # saved in state.json: a later stage refuses to read an unfinished one
         self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
                                    else ("cpu" if config.device == "auto" else config.device))
@@ -182,6 +185,7 @@ class Stage:
                                  f"not {self.name}'s: a stage never resumes another's; give {self.name} its own "
                                  f"output_dir (or set run_dir)")
             self.step = int(state["step"])
+            self.kl_coef = float(state.get("kl_coef", cfg.kl_coef))
             self.rng.setstate(_tuplify(state["python_rng"]))
             generators = state.get("torch_generators") or [state["torch_generator"]]
             if len(generators) != ranks.world():
@@ -212,19 +216,28 @@ class Stage:
             self.critic.to(self.device)
             if self.tokenizer is None:
                 self.tokenizer = load_tokenizer(self._tokenizer_source(resuming))
+        if cfg.gradient_checkpointing:
+            for model in (self.actor if self.trains_actor else None, getattr(self.critic, "backbone", None)):
+                if model is not None:  # layers recomputed in backward: activations of one layer kept, not all
+                    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+                        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+                    else:
+                        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if self.trains_actor:
             self.actor_engine = make_engine(cfg.engine, self.actor, cfg.actor_lr, cfg.weight_decay, cfg.grad_clip,
-                                            cfg.zero_stage, cfg.bf16, **self._batch_shape())
+                                            cfg.zero_stage, cfg.bf16, **self._batch_shape(),
+                                            extra_config=cfg.deepspeed_config)
             self.actor = self.actor_engine.module
             if resuming:
                 self.actor_engine.load_optimizer(self.ckpt / "actor")
         if self.needs_critic:
             self.critic_engine = make_engine(cfg.engine, self.critic, cfg.critic_lr, cfg.weight_decay,
-                                             cfg.grad_clip, cfg.zero_stage, cfg.bf16, **self._batch_shape())
+                                             cfg.grad_clip, cfg.zero_stage, cfg.bf16, **self._batch_shape(),
+                                             extra_config=cfg.deepspeed_config)
             self.critic = self.critic_engine.module
             if resuming:
                 self.critic_engine.load_optimizer(self.ckpt / "critic")
-        self.logger = (MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps()) if ranks.is_main()
+        self.logger = (MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps(), seed=cfg.seed) if ranks.is_main()
                        else RankLogger(self.out, self.name, total=self.total_steps()))
         self.logger.check_owner()
         self.logger.truncate(self.step if resuming else 0)
@@ -344,6 +357,14 @@ class Stage:
     def critic_forward(self) -> Any:
         return self.critic_engine.forward_model if self.critic_engine is not None else self.critic
 
+    def apply_lr_schedule(self, total: int) -> float:
+        """Set this step's learning rates on every engine (kag.plugins.algorithms.ppo.config.lr_factor)."""
+        factor = lr_factor(self.config, self.step, total)
+        for engine in (self.actor_engine, self.critic_engine):
+            if engine is not None:
+                engine.set_lr_factor(factor)
+        return factor
+
     def close_evaluations(self) -> None:
         evaluations, self._evaluations = self._evaluations, None
         if evaluations is not None:
@@ -373,7 +394,7 @@ class Stage:
         generators = ranks.gather(self.generator.get_state().tolist())
         ranks.barrier()
         if main:
-            state = {"step": self.step, "stage": self.name, "finished": self.finished,
+            state = {"step": self.step, "stage": self.name, "finished": self.finished, "kl_coef": self.kl_coef,
                      "python_rng": self.rng.getstate(), "torch_generator": generators[0]}
             if len(generators) > 1:
                 state["torch_generators"] = generators

@@ -24,11 +24,14 @@ file still wins over the wiring.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+LR_SCHEDULES = ("constant", "cosine")
 STAGES = ("warmup", "collect", "rft", "value-pretrain", "agentic")
 TRAJECTORIES = "collect/trajectories.jsonl"  # under run_dir
 # What each stage reads from the earlier ones under run_dir: key -> (stage that writes it, path).
@@ -63,6 +66,8 @@ class TrainConfig:
     engine: str = "torch"  # "torch" or "deepspeed"
     zero_stage: int = 2
     bf16: bool = True  # DeepSpeed only
+    logit_chunk_tokens: int = 2048  # positions whose logits exist at once in training forwards (0: all)
+    gradient_checkpointing: bool = False  # recompute the actor's and critic's layers in backward (memory for time)
     rollout_engine: str = "hf"  # "hf" (the actor samples itself) or "vllm" (in-process engine, synced each step)
     vllm_options: dict[str, Any] = attrs.field(factory=dict)  # extra vllm.LLM(...) keywords, e.g. gpu_memory_utilization
     # schedule
@@ -75,6 +80,10 @@ class TrainConfig:
     critic_lr: float = 1e-5
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    lr_warmup_steps: int = 0  # stage steps over which the learning rates rise linearly from 0
+    lr_schedule: str = "constant"  # after the warm-up: "constant" or "cosine" (down to min_lr_ratio x lr at the last step)
+    min_lr_ratio: float = 0.0
+    deepspeed_config: dict[str, Any] = attrs.field(factory=dict)  # merged into the DeepSpeed config (e.g. offload)
     critic_warmup_steps: int = 0  # PPO steps that update only the critic
     # PPO
     gamma: float = 1.0
@@ -86,7 +95,9 @@ class TrainConfig:
     value_clip: float | None = 0.2
     loss_agg: str = "token-mean"
     entropy_coef: float = 0.0
-    kl_coef: float = 0.0  # 0 = no reference policy
+    kl_coef: float = 0.0  # 0 = no reference policy; the starting value when kl_target is set
+    kl_target: float | None = None  # adaptive KL: kl_coef follows the measured KL to this target (Ziegler et al. 2019)
+    kl_horizon: int = 10000  # episodes over which the adaptive coefficient moves by at most 20% per target miss
     kl_mode: str = "loss"  # "loss" or "reward"
     kl_type: str = "low_var_kl"  # "k1", "k3"/"low_var_kl"
     use_tis: bool = True  # truncated IS against rollout log-probs, when present
@@ -132,6 +143,15 @@ class TrainConfig:
             raise bad(f"kl_type must be k1, k3 or low_var_kl, got {self.kl_type!r}")
         if self.stage in ("rft", "value-pretrain") and not self.data:
             raise bad(f"stage {self.stage} reads trajectories: set data = \"PATH.jsonl\" (written by collect)")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise bad(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if self.lr_warmup_steps < 0 or not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise bad(f"lr_warmup_steps must be >= 0 and min_lr_ratio in [0, 1], got {self.lr_warmup_steps}, "
+                      f"{self.min_lr_ratio}")
+        if self.kl_target is not None and (self.kl_target <= 0 or not self.kl_coef or self.kl_horizon < 1):
+            raise bad("kl_target needs kl_target > 0, a starting kl_coef > 0 and kl_horizon >= 1")
+        if self.logit_chunk_tokens < 0:
+            raise bad(f"logit_chunk_tokens must be >= 0 (0: the whole logits at once), got {self.logit_chunk_tokens}")
         for name in ("steps", "episodes_per_step", "env_workers", "mini_batch_size", "micro_batch_size", "ppo_epochs", "max_turns"):
             if getattr(self, name) < 1:
                 raise bad(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -139,6 +159,26 @@ class TrainConfig:
 
 
 FIELDS = {f.name for f in attrs.fields(TrainConfig)}
+
+
+def lr_factor(cfg: TrainConfig, step: int, total: int) -> float:
+    """The learning rates' multiplier at stage step ``step`` (0-based) of ``total``: a linear
+    warm-up over ``lr_warmup_steps``, then constant or a cosine to ``min_lr_ratio``. A pure
+    function of the step, so a resumed run continues the same curve."""
+    if step < cfg.lr_warmup_steps:
+        return (step + 1) / (cfg.lr_warmup_steps + 1)
+    if cfg.lr_schedule == "constant":
+        return 1.0
+    span = max(total - 1 - cfg.lr_warmup_steps, 1)
+    progress = min(max(step - cfg.lr_warmup_steps, 0) / span, 1.0)
+    return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def adaptive_kl(coef: float, measured: float, target: float, episodes: int, horizon: int) -> float:
+    """The next KL coefficient: up when the measured KL exceeds the target, down when below, by
+    at most 20% x episodes / horizon per step (the adaptive controller of Ziegler et al. 2019)."""
+    error = min(max(measured / target - 1.0, -0.2), 0.2)
+    return coef * (1.0 + error * episodes / horizon)
 
 
 def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train config") -> TrainConfig:

@@ -17,6 +17,12 @@ class TorchEngine:
         self.forward_model = model  # what the stages call for training forwards
         self.grad_clip = grad_clip
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+
+    def set_lr_factor(self, factor: float) -> None:
+        """The configured learning rate times ``factor`` (the stage's schedule) from the next step on."""
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * factor
 
     def backward(self, loss: torch.Tensor, last_micro: bool = True) -> None:
         loss.backward()
@@ -42,15 +48,26 @@ class TorchEngine:
             self.optimizer.load_state_dict(torch.load(file, map_location="cpu", weights_only=False))
 
 
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra``'s keys put in, tables merged key by key (a user's ``deepspeed_config``)."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def deepspeed_config(lr: float, weight_decay: float, grad_clip: float, zero_stage: int, bf16: bool,
-                     micro_batch_size: int = 1, accumulation_steps: int = 1) -> dict[str, Any]:
+                     micro_batch_size: int = 1, accumulation_steps: int = 1,
+                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``deepspeed.initialize`` config: ZeRO stage, bf16, AdamW with the configured lr.
 
     ``torch_adam`` makes DeepSpeed wrap ``torch.optim.AdamW`` instead of JIT-compiling its fused CUDA
     Adam (a wheel built with DS_BUILD_OPS=0 has no prebuilt ops). The batch sizes are what one
-    optimiser step sees; the stages still mark accumulation boundaries themselves.
+    optimiser step sees; the stages still mark accumulation boundaries themselves. ``extra`` (the
+    train config's ``deepspeed_config``) is merged in last: optimizer offload
+    (``zero_optimization.offload_optimizer``), bucket sizes, anything DeepSpeed reads.
     """
-    return {
+    return merged({
         "train_micro_batch_size_per_gpu": micro_batch_size,
         "gradient_accumulation_steps": accumulation_steps,
         "gradient_clipping": grad_clip,
@@ -60,7 +77,7 @@ def deepspeed_config(lr: float, weight_decay: float, grad_clip: float, zero_stag
                                                   "torch_adam": True, "adam_w_mode": True}},
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
-    }
+    }, extra or {})
 
 
 def single_process_env() -> None:
@@ -88,13 +105,14 @@ class DeepSpeedEngine:
     (``save_pretrained``) for the next stage or for serving."""
 
     def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float = 0.0, grad_clip: float = 1.0,
-                 zero_stage: int = 2, bf16: bool = True, micro_batch_size: int = 1, accumulation_steps: int = 1):
+                 zero_stage: int = 2, bf16: bool = True, micro_batch_size: int = 1, accumulation_steps: int = 1,
+                 extra_config: dict[str, Any] | None = None):
         import deepspeed
 
         single_process_env()
         deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
         self.config = deepspeed_config(lr, weight_decay, grad_clip, zero_stage, bf16, micro_batch_size,
-                                       accumulation_steps)
+                                       accumulation_steps, extra_config)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, model_parameters=[p for p in model.parameters() if p.requires_grad], config=self.config)
         self.module = self.engine.module
@@ -102,6 +120,11 @@ class DeepSpeedEngine:
         # only the last micro-batch's gradient of an accumulated step (measured: DeepSpeed 0.19.8)
         self.forward_model = self.engine
         self.zero_stage = zero_stage
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+
+    def set_lr_factor(self, factor: float) -> None:
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * factor
 
     @contextlib.contextmanager
     def generation_context(self) -> Iterator[Any]:
@@ -147,8 +170,10 @@ class DeepSpeedEngine:
 
 def make_engine(kind: str, model: torch.nn.Module, lr: float, weight_decay: float, grad_clip: float,
                 zero_stage: int = 2, bf16: bool = True, micro_batch_size: int = 1,
-                accumulation_steps: int = 1) -> TorchEngine | DeepSpeedEngine:
+                accumulation_steps: int = 1, extra_config: dict[str, Any] | None = None) -> TorchEngine | DeepSpeedEngine:
     if kind == "torch":
+        if extra_config:
+            raise ValueError("deepspeed_config is set but engine = \"torch\"; set engine = \"deepspeed\" or remove it")
         return TorchEngine(model, lr, weight_decay, grad_clip)
     if kind == "deepspeed":
         from kag.core.extras import missing
@@ -157,5 +182,5 @@ def make_engine(kind: str, model: torch.nn.Module, lr: float, weight_decay: floa
         if reason:
             raise RuntimeError(f"{reason}; or set engine = \"torch\" in the train config")
         return DeepSpeedEngine(model, lr, weight_decay, grad_clip, zero_stage, bf16, micro_batch_size,
-                               accumulation_steps)
+                               accumulation_steps, extra_config)
     raise ValueError(f"unknown engine {kind!r}; choose \"torch\" or \"deepspeed\"")

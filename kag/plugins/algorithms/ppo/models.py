@@ -108,18 +108,90 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+LOGIT_CHUNK_TOKENS = 2048  # positions whose logits exist at once (x vocabulary x 4 bytes): 1.2 GB at a 152k vocabulary
+
+
 def token_logprobs(
     actor: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-    temperature: float = 1.0, with_entropy: bool = False,
+    temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
+    chunk_tokens: int = LOGIT_CHUNK_TOKENS,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(B, L-1) log-probs of ids[:, 1:] under the actor, and optionally the entropy there."""
-    from kag.plugins.algorithms.ppo.losses import entropy_from_logits
+    """(B, L-1) log-probs of ids[:, 1:] under the actor, and optionally the entropy there.
 
-    out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask))
-    logits = out.logits[:, :-1].float() / temperature
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    entropy = entropy_from_logits(logits) if with_entropy else None
-    return logp, entropy
+    Memory: the logits of a long sequence are the largest tensor of a training step (B x T x V in
+    fp32: 20 GB for one 32k-token sequence at a 152k vocabulary, three times over with the softmax
+    and entropy). Here the backbone's hidden states go through the output layer ``chunk_tokens``
+    positions at a time, each chunk under activation checkpointing (its logits are recomputed in
+    the backward pass, never kept), so at most one chunk's logits exist. The entropy is computed
+    without a graph unless ``entropy_grad`` (an entropy bonus in the loss). ``chunk_tokens = 0``,
+    or a model whose logits are not a plain linear map of its last hidden state: the whole logits
+    at once.
+    """
+    model = getattr(actor, "module", actor)  # a DeepSpeed engine wraps the Hugging Face model
+    split = _backbone_and_head(model) if chunk_tokens > 0 else None
+    targets = input_ids[:, 1:]
+    if split is None:
+        out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask))
+        logits = out.logits[:, :-1].float() / temperature
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+        entropy = None
+        if with_entropy:
+            from kag.plugins.algorithms.ppo.losses import entropy_from_logits
+
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                entropy = entropy_from_logits(logits)
+        return logp, entropy
+    backbone, head = split
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
+                      position_ids=position_ids(attention_mask)).last_hidden_state[:, :-1]
+    b, t, h = hidden.shape
+    flat, flat_targets = hidden.reshape(b * t, h), targets.reshape(b * t)
+    logps, ents = [], []
+    checkpointed = torch.is_grad_enabled() and flat.requires_grad
+    for start in range(0, b * t, chunk_tokens):
+        piece, want = flat[start:start + chunk_tokens], flat_targets[start:start + chunk_tokens]
+        entropy = ("grad" if entropy_grad else "detached") if with_entropy else "none"
+        if checkpointed:
+            from torch.utils.checkpoint import checkpoint
+
+            lp, ent = checkpoint(_chunk_logprobs, head, piece, want, temperature, entropy, use_reentrant=False)
+        else:
+            lp, ent = _chunk_logprobs(head, piece, want, temperature, entropy)
+        logps.append(lp)
+        ents.append(ent)
+    logp = torch.cat(logps).reshape(b, t)
+    return logp, (torch.cat(ents).reshape(b, t) if with_entropy else None)
+
+
+def _chunk_logprobs(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                    entropy: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(target) for a (N, H) chunk of hidden states, and its entropy: ``"none"``,
+    ``"detached"`` (for the logs: no graph) or ``"grad"`` (an entropy bonus in the loss)."""
+    logits = head(hidden).float() / temperature
+    lse = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
+    if entropy == "none":
+        return logp, None
+    with torch.set_grad_enabled(entropy == "grad" and torch.is_grad_enabled()):
+        return logp, lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+
+
+# config attributes that change the logits after the output layer (softcapping, scaling): those
+# models keep the whole-logits path, which calls the model's own forward
+POSTPROCESSED_LOGITS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
+
+
+def _backbone_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module] | None:
+    """(backbone, output layer) of a Hugging Face causal LM whose logits are head(last hidden
+    state), else None."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    backbone = getattr(model, "base_model", None)
+    config = getattr(model, "config", None)
+    if head is None or backbone is None or backbone is model or config is None:
+        return None
+    if any(getattr(config, name, None) not in (None, 1, 1.0) for name in POSTPROCESSED_LOGITS):
+        return None
+    return backbone, head
 
 
 def token_values(critic: ValueModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ from kag.plugins.algorithms.ppo.base import Stage, resolve_model_dir
 from kag.plugins.algorithms.ppo.gae import compute_gae, masked_mean, masked_whiten
 from kag.plugins.algorithms.ppo.losses import (
     agg_loss, explained_variance, kl_penalty, policy_loss, truncated_is_weights, value_loss)
+from kag.plugins.algorithms.ppo.config import adaptive_kl
 from kag.plugins.algorithms.ppo.models import load_actor, token_logprobs, token_values
 from kag.plugins.algorithms.ppo.rollout import collate, run_episodes, trajectory_to_sample
 
@@ -50,15 +51,15 @@ def prepare(stage: Stage, batch: dict[str, torch.Tensor], ref: Any | None) -> di
     cfg, mask, stats = stage.config, batch["mask"], {}
     rewards = batch["rewards"].clone()
     if stage.actor is not None:
-        batch["old_logp"] = _forward_all(lambda i, a: token_logprobs(stage.actor_forward, i, a, cfg.temperature)[0],
-                                         batch, cfg.micro_batch_size)
+        batch["old_logp"] = _forward_all(lambda i, a: token_logprobs(
+            stage.actor_forward, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch, cfg.micro_batch_size)
     if ref is not None:
-        batch["ref_logp"] = _forward_all(lambda i, a: token_logprobs(ref, i, a, cfg.temperature)[0],
-                                         batch, cfg.micro_batch_size)
+        batch["ref_logp"] = _forward_all(lambda i, a: token_logprobs(
+            ref, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch, cfg.micro_batch_size)
         kl = kl_penalty(batch["old_logp"], batch["ref_logp"], cfg.kl_type) * mask
         stats["kl_ref"] = float(masked_mean(kl, mask))
         if cfg.kl_mode == "reward":
-            rewards = rewards - cfg.kl_coef * kl
+            rewards = rewards - stage.kl_coef * kl
     batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a), batch, cfg.micro_batch_size)
     adv, ret = compute_gae(rewards, batch["old_values"], mask, cfg.gamma, cfg.lam)
     batch["returns"] = ret
@@ -101,15 +102,16 @@ def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, upd
                 for j, idx in enumerate(micro):
                     sub = _sub(batch, idx)
                     logp, ent = token_logprobs(stage.actor_forward, sub["input_ids"], sub["attention_mask"],
-                                               cfg.temperature, with_entropy=True)
+                                               cfg.temperature, with_entropy=True, entropy_grad=bool(cfg.entropy_coef),
+                                               chunk_tokens=cfg.logit_chunk_tokens)
                     pl = policy_loss(logp, sub["old_logp"], sub["advantages"], sub["mask"], cfg.eps_low,
                                      cfg.eps_high, cfg.dual_clip_c, sub.get("is_weights"), cfg.loss_agg, tokens, seqs)
                     loss = pl.loss
                     ent_term = agg_loss(ent, sub["mask"], cfg.loss_agg, tokens, seqs)
                     if cfg.entropy_coef:
                         loss = loss - cfg.entropy_coef * ent_term
-                    if cfg.kl_coef and cfg.kl_mode == "loss" and "ref_logp" in sub:
-                        loss = loss + cfg.kl_coef * agg_loss(kl_penalty(logp, sub["ref_logp"], cfg.kl_type),
+                    if stage.kl_coef and cfg.kl_mode == "loss" and "ref_logp" in sub:
+                        loss = loss + stage.kl_coef * agg_loss(kl_penalty(logp, sub["ref_logp"], cfg.kl_type),
                                                              sub["mask"], cfg.loss_agg, tokens, seqs)
                     stage.actor_engine.backward(loss, last_micro=j == len(micro) - 1)
                     mb_loss += float(pl.loss.detach())
@@ -196,6 +198,11 @@ class PPOStage(Stage):
             batch = collate([trajectory_to_sample(t) for t in trajs], self.tokenizer.pad_token_id, self.device)
             metrics = {**batch_stats(batch), **success_rate(trajs)}
             metrics.update(prepare(self, batch, ref))
+            if cfg.kl_target is not None and "kl_ref" in metrics:  # the coefficient for the next step
+                kl = ranks.combine_metrics({"kl_ref": metrics["kl_ref"]})["kl_ref"]  # the same on every rank
+                metrics["kl_coef"] = self.kl_coef
+                self.kl_coef = adaptive_kl(self.kl_coef, kl, cfg.kl_target, cfg.episodes_per_step, cfg.kl_horizon)
+            metrics["lr_factor"] = self.apply_lr_schedule(cfg.steps)
             train_actor = self.step >= cfg.critic_warmup_steps
             metrics.update(update(self, batch, update_actor=train_actor, update_critic=True))
             self.step += 1

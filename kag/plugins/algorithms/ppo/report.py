@@ -50,16 +50,27 @@ def plot_stage(stage_dir: Path, stage: str) -> Path | None:
         for key in keys:
             steps, values = _series(rows, key)
             ax.plot(steps, values, label=key, marker="." if len(steps) < 30 else None)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{stage} ({stage_dir})", fontsize=9)
-    fig.tight_layout()
+        label_axis(ax, title)
     path = stage_dir / CURVES
+    save_figure(fig, f"{stage} ({stage_dir})", path)
+    return path
+
+
+def label_axis(ax: Any, title: str) -> None:
+    """The small-print style every panel of a report uses."""
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7)
+
+
+def save_figure(fig: Any, title: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    return path
 
 
 def first_last(rows: list[dict[str, Any]], key: str, k: int = 5) -> tuple[float, float] | None:

@@ -147,10 +147,12 @@ class RejectionFineTune(Stage):
             tokens = float(batch["mask"].sum().clamp(min=1.0))
             seqs = float(len(chosen))
             loss_sum, ent_sum, kl_sum = 0.0, 0.0, 0.0
+            lr = self.apply_lr_schedule(total)
             micro = _slices(len(chosen), cfg.micro_batch_size)
             for j, s in enumerate(micro):
                 sub = _sub(batch, torch.arange(s.start, s.stop, device=self.device))
-                logp, ent = token_logprobs(self.actor_forward, sub["input_ids"], sub["attention_mask"], cfg.temperature, True)
+                logp, ent = token_logprobs(self.actor_forward, sub["input_ids"], sub["attention_mask"], cfg.temperature,
+                                           True, chunk_tokens=cfg.logit_chunk_tokens)
                 loss = agg_loss(-logp, sub["mask"], cfg.loss_agg, tokens, seqs)
                 self.actor_engine.backward(loss, last_micro=j == len(micro) - 1)
                 loss_sum += float(loss.detach())
@@ -160,7 +162,7 @@ class RejectionFineTune(Stage):
             grad_norm = self.actor_engine.step()
             self.step += 1
             last = {**batch_stats(batch), **base, "sft_loss": loss_sum, "entropy": ent_sum / tokens,
-                    "kl_from_rollout": kl_sum / tokens, "actor_grad_norm": grad_norm, "epoch": epoch,
+                    "kl_from_rollout": kl_sum / tokens, "actor_grad_norm": grad_norm, "epoch": epoch, "lr_factor": lr,
                     "keep_rate": len(kept) / len(trajs), "step_s": time.time() - t0,
                     "tokens_per_s": float(batch["attention_mask"].sum()) / max(time.time() - t0, 1e-9)}
             self.logger.log(self.step, last)
@@ -190,6 +192,7 @@ class ValuePretrain(Stage):
             batch = collate(chosen, self.tokenizer.pad_token_id, self.device)
             metrics = batch_stats(batch)
             metrics.update(prepare(self, batch, ref=None))
+            metrics["lr_factor"] = self.apply_lr_schedule(cfg.steps)
             metrics.update(update(self, batch, update_actor=False, update_critic=True))
             metrics["returns_mean"] = float(masked_mean(batch["returns"], batch["mask"]))
             self.step += 1

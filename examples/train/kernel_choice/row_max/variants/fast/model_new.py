@@ -1,0 +1,13 @@
+"""row_max: the kernel in kernels/row_max.cpp computes the output (fast variant)."""
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return cuda_extension.row_max_forward(x)
