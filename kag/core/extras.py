@@ -2,7 +2,7 @@
 
 Neutral (no solution code here). Plugins call ``missing(...)`` from ``check_available`` (so
 ``kag plugins`` marks what cannot run and why) and before importing a heavy library, so a missing
-optional dependency reads "install kag[rl]", never a traceback.
+optional dependency reads "install kag[train]" (or the extra that brings it), never a traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 
 # import name -> the extra of kag's pyproject.toml that installs it
-EXTRAS = {"vllm": "rl", "deepspeed": "rl", "transformers": "rl", "docker": "docker", "cupy": "cupy"}
+EXTRAS = {"vllm": "rl", "deepspeed": "rl", "transformers": "train", "tensorboard": "train", "docker": "docker",
+          "cupy": "cupy"}
 
 
 def install_hint(module: str) -> str:

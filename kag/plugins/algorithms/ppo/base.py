@@ -47,7 +47,7 @@ OFF_TERMINAL_EVERY_S = 30.0
 
 class MetricLogger:
     """metrics.jsonl (the record every report and plot reads), a line per step on a terminal (off
-    one, a log or CI: the first and last steps and one every ``OFF_TERMINAL_EVERY_S``), TensorBoard scalars when installed (``kag[rl]``), and ``curves.png`` when the stage ends."""
+    one, a log or CI: the first and last steps and one every ``OFF_TERMINAL_EVERY_S``), TensorBoard scalars when installed (``kag[train]``), and ``curves.png`` when the stage ends."""
 
     def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None,
                  seed: int | None = None):
@@ -65,7 +65,7 @@ class MetricLogger:
                 self.writer = SummaryWriter(str(out_dir / "tensorboard"))
             except ImportError:
                 if not _warned_tensorboard:
-                    sys.stderr.write("kag train: TensorBoard is not installed (install kag[rl]); metrics go to "
+                    sys.stderr.write("kag train: TensorBoard is not installed (install kag[train]); metrics go to "
                                      "metrics.jsonl and curves.png only (tensorboard = false hides this)\n")
                     _warned_tensorboard = True
 

@@ -27,10 +27,12 @@ def quiet_transformers() -> None:
 def load_actor(spec: str, seed: int = 0) -> tuple[Any, Any]:
     """(model, tokenizer) from ``tiny`` or a local path / Hugging Face id."""
     quiet_transformers()
-    if spec == "tiny":
+    from kag.plugins.algorithms.ppo.tiny import MODEL_SPECS
+
+    if spec in MODEL_SPECS:
         from kag.plugins.algorithms.ppo.tiny import make_tiny
 
-        return make_tiny(seed=seed)
+        return make_tiny(seed=seed, family=MODEL_SPECS[spec])
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(spec)
@@ -42,10 +44,12 @@ def load_actor(spec: str, seed: int = 0) -> tuple[Any, Any]:
 
 def load_tokenizer(spec: str) -> Any:
     """The tokenizer alone (the critic-only stage needs its pad id, not the actor)."""
-    if spec == "tiny":
+    from kag.plugins.algorithms.ppo.tiny import MODEL_SPECS
+
+    if spec in MODEL_SPECS:
         from kag.plugins.algorithms.ppo.tiny import make_tiny_tokenizer
 
-        return make_tiny_tokenizer()
+        return make_tiny_tokenizer(MODEL_SPECS[spec])
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(spec)
@@ -215,16 +219,25 @@ class ChatFormat:
     def prompt_ids(self, messages: list[Any]) -> list[int]:
         return self._render([_as_dict(m) for m in messages], add_generation_prompt=True)
 
-    def continuation_ids(self, messages: list[Any]) -> list[int]:
+    def continuation_ids(self, messages: list[Any], after_eos: bool = True) -> list[int]:
         """Tokens for observation messages appended after a finished assistant turn, ending with
-        the next generation prompt (rendered after a placeholder exchange, prefix cut off)."""
+        the next generation prompt (rendered after a placeholder exchange, prefix cut off).
+
+        The cut is right after the assistant turn's end-of-sequence token, the last token the
+        model sampled: what a template writes after it (Qwen2.5's newline after ``<|im_end|>``)
+        belongs to the continuation, so the model sees its turns exactly as the template renders
+        them. ``after_eos=False`` (a response cut at max_new_tokens) starts with the eos token."""
         base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
         prefix = self._render(base, add_generation_prompt=False)
         full = self._render(base + [_as_dict(m) for m in messages], add_generation_prompt=True)
         if full[: len(prefix)] != prefix:
             raise ValueError("the chat template renders a conversation's prefix differently once more "
                              "messages follow; multi-turn token ids cannot be appended safely")
-        return full[len(prefix):]
+        eos = self.tok.eos_token_id
+        ends = [i for i, t in enumerate(prefix) if t == eos]
+        cut = ends[-1] + 1 if ends else len(prefix)  # a template without eos after a turn: its whole text
+        tail = full[cut:]
+        return tail if after_eos or not ends else [eos, *tail]
 
 
 def _as_dict(message: Any) -> dict[str, str]:

@@ -127,7 +127,7 @@ def run_episodes(
                     e.done, e.traj.stop_reason = True, "max_turns"
                     cut.append(e)
                     continue
-                e.pending = chat.continuation_ids(obs)
+                e.pending = chat.continuation_ids(obs, after_eos=bool(ids) and ids[-1] == tokenizer.eos_token_id)
                 if len(e.context) + len(e.pending) + max_new_tokens > max_context:
                     e.done, e.traj.stop_reason = True, "max_context"
                     cut.append(e)
