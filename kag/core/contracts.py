@@ -295,6 +295,19 @@ class Executor(Protocol):
         returns its JobOutcome, safe to call from many threads at once (an RL stage's environments)."""
 
 
+# -- logger -------------------------------------------------------------------------------------
+@runtime_checkable
+class MetricSink(Protocol):
+    """One stage's metrics, step by step, to a tracker (TensorBoard, wandb). Optional:
+    ``check_available``. Only rank 0 of a data-parallel run makes one."""
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        """The step's numbers (finite floats and ints only)."""
+
+    def close(self) -> None:
+        """Flush and release; called once when the stage ends (also after Ctrl-C)."""
+
+
 # A filter serves the stage that creates it by name, so the kind has one contract per stage.
 Filter = ExecutionFilter | DecontamFilter
 
@@ -315,4 +328,5 @@ KIND_CONTRACTS: dict[str, Any] = {
     "composer": Composer,
     "filter": Filter,
     "executor": Executor,
+    "logger": MetricSink,
 }

@@ -35,6 +35,7 @@ KIND_HOOKS: dict[str, str] = {
     "composer": "kag_register_composers",
     "filter": "kag_register_filters",
     "executor": "kag_register_executors",
+    "logger": "kag_register_loggers",
 }
 KINDS: tuple[str, ...] = tuple(KIND_HOOKS)
 
@@ -126,6 +127,14 @@ def kag_register_executors(register: Register) -> None:
     """Register executors that run ``kag eval``'s episodes, ``kag data filter``'s checks and the RL
     stages' evaluations (local threads, a Ray cluster):
     ``register(name, factory: Callable[..., Executor])``."""
+
+
+@hookspec
+def kag_register_loggers(register: Register) -> None:
+    """Register where the RL stages' per-step metrics go besides their ``metrics.jsonl`` (always
+    written: the reports read it): TensorBoard, Weights & Biases, your own tracker:
+    ``register(name, factory: Callable[..., MetricSink])``, called with ``out_dir``, ``stage``,
+    ``config`` (the stage's settings as a dict) and the ``[loggers.NAME]`` options."""
 
 
 @hookspec

@@ -43,6 +43,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kag.plugins.environments.toy_env",
     "kag.plugins.environments.kernel_env",
     "kag.plugins.environments.choice_env",
+    "kag.plugins.loggers.trackers",
     "kag.plugins.baselines.torch_baselines",
     "kag.plugins.tolerances.rules",
     "kag.plugins.tools.bash",

@@ -47,7 +47,9 @@ def _recipes(tmp: Any) -> dict[tuple[str, str], dict[str, Any] | None]:
                 ("policy", "openai"): {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
                 ("composer", "llm"): {"policy": "replay", "policy_options": {"calls": []}, "plugins": PLUGINS},
                 ("filter", "exec"): {"device": "cpu", "workers": 1},
-                ("environment", "kernel-choice"): {"path": str(CHOICES), "backend": "cpu"}})
+                ("environment", "kernel-choice"): {"path": str(CHOICES), "backend": "cpu"},
+                ("logger", "tensorboard"): {"out_dir": str(tmp), "stage": "warmup"}})
+    out[("logger", "wandb")] = None  # a run of its own: tests/plugins/loggers
     out.update({("policy", "hf"): None, ("policy", "vllm"): None, ("environment", "kernel-single"): None,
                 ("environment", "kernel-agentic"): None})
     out.update({("algorithm", name): None for name in PLUGINS.names("algorithm")})

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 
 from kag.core.records import append_jsonl, read_jsonl
@@ -47,27 +48,19 @@ OFF_TERMINAL_EVERY_S = 30.0
 
 class MetricLogger:
     """metrics.jsonl (the record every report and plot reads), a line per step on a terminal (off
-    one, a log or CI: the first and last steps and one every ``OFF_TERMINAL_EVERY_S``), TensorBoard scalars when installed (``kag[train]``), and ``curves.png`` when the stage ends."""
+    one, a log or CI: the first and last steps and one every ``OFF_TERMINAL_EVERY_S``), the chosen
+    ``logger`` plugins (TensorBoard by default when installed, ``kag[train]``; wandb; a third
+    party's), and ``curves.png`` when the stage ends."""
 
     def __init__(self, out_dir: Path, stage: str, tensorboard: bool = True, total: int | None = None,
-                 seed: int | None = None):
-        global _warned_tensorboard
+                 seed: int | None = None, loggers: list[str] | None = None, plugins: Any = None,
+                 logger_options: dict[str, dict[str, Any]] | None = None, config: dict[str, Any] | None = None):
         self.path = out_dir / "metrics.jsonl"
         self.stage = stage
-        self.seed = seed  # in every row: a report over several runs says which seed each one was
         self.total = total
+        self.seed = seed  # in every row: a report over several runs says which seed each one was
         self.last_line = -math.inf  # when the last progress line went to a log
-        self.writer = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.writer = SummaryWriter(str(out_dir / "tensorboard"))
-            except ImportError:
-                if not _warned_tensorboard:
-                    sys.stderr.write("kag train: TensorBoard is not installed (install kag[train]); metrics go to "
-                                     "metrics.jsonl and curves.png only (tensorboard = false hides this)\n")
-                    _warned_tensorboard = True
+        self.sinks = make_sinks(out_dir, stage, tensorboard, loggers or [], plugins, logger_options or {}, config)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
@@ -77,11 +70,8 @@ class MetricLogger:
             self.last_line = now  # a person at a terminal sees each step, a log a line every 30 s
             sys.stderr.write(progress_line(self.stage, step, self.total, clean) + "\n")
             sys.stderr.flush()
-        if self.writer is not None:
-            for k, v in metrics.items():
-                if isinstance(v, (int, float)) and math.isfinite(v):
-                    self.writer.add_scalar(f"{self.stage}/{k}", v, step)
-            self.writer.flush()
+        for sink in self.sinks:
+            sink.log(step, metrics)
 
     def check_owner(self) -> None:
         """Refuse to append to another stage's metrics (two stages given one output_dir)."""
@@ -99,8 +89,9 @@ class MetricLogger:
         append_jsonl(self.path, *rows)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
         from kag.plugins.algorithms.ppo.report import plot_stage
 
         plot_stage(self.path.parent, self.stage)
@@ -111,7 +102,7 @@ class RankLogger(MetricLogger):
     algorithms.ppo.ranks), these write nothing."""
 
     def __init__(self, out_dir: Path, stage: str, total: int | None = None):
-        super().__init__(out_dir, stage, tensorboard=False, total=total)
+        super().__init__(out_dir, stage, tensorboard=False, total=total, loggers=[])
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         pass
@@ -124,6 +115,33 @@ class RankLogger(MetricLogger):
 
     def close(self) -> None:
         pass
+
+
+def make_sinks(out_dir: Path, stage: str, tensorboard: bool, loggers: list[str], plugins: Any,
+               options: dict[str, dict[str, Any]], config: dict[str, Any] | None) -> list[Any]:
+    """The logger plugins' sinks: ``loggers`` must all work (one line naming what to install when
+    one cannot); the default tensorboard is skipped with a warning once when not installed."""
+    global _warned_tensorboard
+    from kag.core.plugins import Plugins
+
+    names = list(dict.fromkeys(loggers + (["tensorboard"] if tensorboard else [])))
+    if not names:
+        return []
+    plugins = plugins or Plugins()
+    sinks = []
+    for name in names:
+        reason = plugins.entry("logger", name).availability()  # an unknown name: PluginError naming the known ones
+        if reason and name == "tensorboard" and name not in loggers:
+            if not _warned_tensorboard:
+                sys.stderr.write(f"kag train: {reason}; metrics go to metrics.jsonl and curves.png only "
+                                 f"(tensorboard = false hides this)\n")
+                _warned_tensorboard = True
+            continue
+        if reason:
+            raise RuntimeError(reason)
+        sinks.append(plugins.create("logger", name, out_dir=out_dir, stage=stage, config=config or {},
+                                    **options.get(name, {})))
+    return sinks
 
 
 def resolve_model_dir(path: str, role: str) -> Path:
@@ -237,7 +255,9 @@ class Stage:
             self.critic = self.critic_engine.module
             if resuming:
                 self.critic_engine.load_optimizer(self.ckpt / "critic")
-        self.logger = (MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps(), seed=cfg.seed) if ranks.is_main()
+        self.logger = (MetricLogger(self.out, self.name, cfg.tensorboard, total=self.total_steps(), seed=cfg.seed,
+                                    loggers=cfg.loggers, plugins=self.plugins, logger_options=cfg.logger_options,
+                                    config=attrs.asdict(cfg)) if ranks.is_main()
                        else RankLogger(self.out, self.name, total=self.total_steps()))
         self.logger.check_owner()
         self.logger.truncate(self.step if resuming else 0)

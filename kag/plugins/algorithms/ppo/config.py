@@ -121,7 +121,9 @@ class TrainConfig:
     # bookkeeping
     save_every: int = 10  # steps between checkpoints (0: only at the end; Ctrl-C always saves)
     resume: bool = True
-    tensorboard: bool = True
+    tensorboard: bool = True  # the tensorboard logger (when installed; a warning once when not)
+    loggers: list[str] = attrs.field(factory=list)  # more logger plugins: "wandb", a third party's
+    logger_options: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # NAME -> options ([loggers.NAME])
 
     def validate(self, where: str = "train config") -> "TrainConfig":
         def bad(msg: str) -> ValueError:
@@ -199,6 +201,9 @@ def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train
     merged["env_options"] = {**env_table, **merged.get("env_options", {})}
     executor = merged.get("executor", attrs.fields(TrainConfig).executor.default)  # [executors.NAME], as kag eval reads it
     merged["executor_options"] = {**data.get("executors", {}).get(executor, {}), **merged.get("executor_options", {})}
+    tables = data.get("loggers", {})  # [loggers.NAME]
+    merged["logger_options"] = {name: {**tables.get(name, {}), **merged.get("logger_options", {}).get(name, {})}
+                                for name in set(tables) | set(merged.get("logger_options", {}))}
     return TrainConfig(**merged).validate(where)
 
 
