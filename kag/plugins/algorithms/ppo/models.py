@@ -129,10 +129,13 @@ def token_logprobs(
     the backward pass, never kept), so at most one chunk's logits exist. The entropy is computed
     without a graph unless ``entropy_grad`` (an entropy bonus in the loss). ``chunk_tokens = 0``,
     or a model whose logits are not a plain linear map of its last hidden state: the whole logits
-    at once.
+    at once. So too under DeepSpeed ZeRO-3, whose training forwards must go through the engine
+    (a forward of the bare module there keeps only the last micro-batch's gradient): chunking
+    there is not done yet.
     """
     model = getattr(actor, "module", actor)  # a DeepSpeed engine wraps the Hugging Face model
-    split = _backbone_and_head(model) if chunk_tokens > 0 else None
+    zero3 = model is not actor and getattr(actor, "zero_optimization_stage", lambda: 0)() == 3
+    split = _backbone_and_head(model) if chunk_tokens > 0 and not zero3 else None
     targets = input_ids[:, 1:]
     if split is None:
         out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask))
