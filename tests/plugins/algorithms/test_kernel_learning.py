@@ -1,7 +1,7 @@
 """Learning on real kernels: warm-up PPO on ``kernel-choice`` (examples/train/kernel_choice.toml), every
 pick built, checked and timed by the judge on the CPU backend, the milestone reward as is.
 
-About 30 minutes on a 2-core machine; run with
+About 30 minutes on an idle 2-core machine (seed 0 took 33 min beside two other seeds); run with
 ``pytest -m slow tests/plugins/algorithms/test_kernel_learning.py -s``. Three seeds with bands:
 bench/rl/kernel_choice_cpu/README.md.
 """
@@ -34,4 +34,4 @@ def test_warmup_ppo_learns_to_pick_the_fast_kernel(tmp_path):
     print(f"\nkernel-choice: reward {reward[0]:.3f} -> {reward[1]:.3f}, faster than compile "
           f"{faster[0]:.3f} -> {faster[1]:.3f} over {len(rows)} steps")
     assert reward[1] > reward[0] + 0.5, reward
-    assert faster[1] > faster[0] + 0.15, faster
+    assert faster[1] > faster[0] + 0.1, faster
