@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import string
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,8 @@ class KernelChoiceEnv(KernelEnvBase):
         if self.task is None or self.done:
             raise RuntimeError("kernel-choice: step() before reset() or after the episode ended")
         choices = self.options_of(self.task.name)
-        letter = action.strip()[:1].lower()
+        match = re.fullmatch(r"[\W_]*([A-Za-z])[\W_]*", action)  # the reply is one letter (punctuation aside)
+        letter = match.group(1).lower() if match else ""
         if letter not in choices:
             return self._failure(f"expected one of {' '.join(choices)}, got {action.strip()[:20]!r}")
         name = choices[letter]

@@ -73,6 +73,15 @@ def test_config_errors_name_the_knob():
         make_engine("torch", torch.nn.Linear(1, 1), 1e-3, 0.0, 1.0, extra_config={"zero_optimization": {}})
 
 
+def test_deepspeed_config_may_not_set_what_kag_derives():
+    with pytest.raises(ValueError, match="deepspeed_config sets zero_optimization.stage, which kag derives from zero_stage"):
+        cfg(engine="deepspeed", deepspeed_config={"zero_optimization": {"stage": 3}})
+    with pytest.raises(ValueError, match="sets train_micro_batch_size_per_gpu, which kag derives from micro_batch_size"):
+        cfg(engine="deepspeed", deepspeed_config={"train_micro_batch_size_per_gpu": 4})
+    ok = cfg(engine="deepspeed", deepspeed_config={"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})
+    assert ok.deepspeed_config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+
+
 def test_deepspeed_config_is_merged_key_by_key():
     offload = {"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": True}},
                "gradient_clipping": 0.5}
@@ -80,6 +89,34 @@ def test_deepspeed_config_is_merged_key_by_key():
     assert got["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True}}
     assert got["gradient_clipping"] == 0.5 and got["optimizer"]["params"]["lr"] == 1e-6
     assert deepspeed_config(1e-6, 0.0, 1.0, 3, True)["zero_optimization"] == {"stage": 3}
+
+
+def test_checkpointing_really_recomputes_on_a_model_read_from_disk(tmp_path):
+    """A saved-and-loaded model starts in eval mode, where Hugging Face skips checkpointing: the
+    autograd graph of a checkpointed forward must hold far fewer saved tensors."""
+    from kag.plugins.algorithms.ppo.models import enable_checkpointing, load_actor, token_logprobs
+
+    model, tok = load_actor("tiny", seed=0)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    ids = torch.randint(7, len(tok), (2, 24), generator=torch.Generator().manual_seed(0))
+
+    def saved(m):
+        count = [0]
+
+        def pack(t):
+            count[0] += 1
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            token_logprobs(m, ids, torch.ones_like(ids), chunk_tokens=0)[0].sum()
+        return count[0]
+
+    plain, _ = load_actor(str(tmp_path))
+    assert not plain.training
+    checkpointed, _ = load_actor(str(tmp_path))
+    enable_checkpointing(checkpointed)
+    assert saved(checkpointed) < saved(plain) / 2
 
 
 def test_gradient_checkpointing_trains_the_same(tmp_path):

@@ -61,6 +61,9 @@ def test_an_answer_that_is_no_option_is_an_invalid_action_and_not_evaluated(plug
     assert env.last_result.error_kind != "mismatch" and not env.last_result.compiled
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step("a")
+    for reply in ("Answer: c", "b is fastest", "ab", ""):  # a letter inside prose is no pick
+        env.reset("row_max")
+        assert env.step(reply).info["invalid_action"], reply
 
 
 def test_bad_folders_get_an_error_that_names_them(plugins, tmp_path):

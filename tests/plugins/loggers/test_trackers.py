@@ -69,8 +69,30 @@ def test_an_unknown_or_unavailable_logger_stops_the_stage_with_one_line(tmp_path
             register("unavailable", Unavailable)
 
     plugins.register_plugin(Plugin(), "unavailable-plugin")
-    with pytest.raises(RuntimeError, match="pip install trackerlib"):
+    with pytest.raises(ValueError, match="loggers: the unavailable logger needs trackerlib.*pip install trackerlib"):
         run(plugins, tmp_path, train={"loggers": ["unavailable"]})
+    assert not (tmp_path / "w" / "checkpoint").exists()  # refused before any model was loaded
+
+
+def test_sinks_are_closed_when_a_stage_fails_and_get_only_finite_numbers(tmp_path):
+    class Failing(Recorder):
+        def log(self, step, metrics):
+            assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
+            Recorder.seen.append(("log", step, metrics["reward_mean"]))
+            if step == 2:
+                raise OSError("tracker unreachable")
+
+    class Plugin:
+        @hookimpl
+        def kag_register_loggers(self, register):
+            register("failing", Failing)
+
+    plugins = Plugins(load_entrypoints=False)
+    plugins.register_plugin(Plugin(), "failing-plugin")
+    Recorder.seen = []
+    with pytest.raises(OSError, match="tracker unreachable"):
+        run(plugins, tmp_path, train={"loggers": ["failing"], "steps": 3})
+    assert [e[0] for e in Recorder.seen] == ["init", "log", "log", "close"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None, reason="tensorboard is not installed")

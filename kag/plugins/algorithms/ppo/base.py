@@ -24,7 +24,8 @@ from kag.core.records import append_jsonl, read_jsonl
 from kag.plugins.algorithms.ppo import ranks
 from kag.plugins.algorithms.ppo.config import TrainConfig, lr_factor
 from kag.plugins.algorithms.ppo.engine import make_engine
-from kag.plugins.algorithms.ppo.models import critic_from_actor, load_actor, load_critic, load_tokenizer
+from kag.plugins.algorithms.ppo.models import (critic_from_actor, enable_checkpointing, load_actor, load_critic,
+                                               load_tokenizer)
 
 
 # shown on a terminal after each step, in this order, when the stage logs them
@@ -60,7 +61,13 @@ class MetricLogger:
         self.total = total
         self.seed = seed  # in every row: a report over several runs says which seed each one was
         self.last_line = -math.inf  # when the last progress line went to a log
-        self.sinks = make_sinks(out_dir, stage, tensorboard, loggers or [], plugins, logger_options or {}, config)
+        self.sinks: list[Any] = []
+        self._sink_args = (out_dir, stage, tensorboard, loggers or [], plugins, logger_options or {}, config)
+
+    def start(self) -> None:
+        """Refuse another stage's metrics file, then open the logger plugins' sinks."""
+        self.check_owner()
+        self.sinks = make_sinks(*self._sink_args)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
@@ -70,8 +77,16 @@ class MetricLogger:
             self.last_line = now  # a person at a terminal sees each step, a log a line every 30 s
             sys.stderr.write(progress_line(self.stage, step, self.total, clean) + "\n")
             sys.stderr.flush()
+        numbers = {k: v for k, v in clean.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None and math.isfinite(v)}
         for sink in self.sinks:
-            sink.log(step, metrics)
+            sink.log(step, numbers)
+
+    def close_sinks(self) -> None:
+        """Flush and release every sink (safe to call twice: a stage's end, then its ``finally``)."""
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            sink.close()
 
     def check_owner(self) -> None:
         """Refuse to append to another stage's metrics (two stages given one output_dir)."""
@@ -89,9 +104,7 @@ class MetricLogger:
         append_jsonl(self.path, *rows)
 
     def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()
-        self.sinks = []
+        self.close_sinks()
         from kag.plugins.algorithms.ppo.report import plot_stage
 
         plot_stage(self.path.parent, self.stage)
@@ -138,7 +151,7 @@ def make_sinks(out_dir: Path, stage: str, tensorboard: bool, loggers: list[str],
                 _warned_tensorboard = True
             continue
         if reason:
-            raise RuntimeError(reason)
+            raise ValueError(f"loggers: {reason}")
         sinks.append(plugins.create("logger", name, out_dir=out_dir, stage=stage, config=config or {},
                                     **options.get(name, {})))
     return sinks
@@ -185,6 +198,7 @@ class Stage:
     def setup(self) -> None:
         cfg = self.config
         self._check_ranks()
+        self._check_loggers()
         self.out.mkdir(parents=True, exist_ok=True)
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
@@ -203,7 +217,8 @@ class Stage:
                                  f"not {self.name}'s: a stage never resumes another's; give {self.name} its own "
                                  f"output_dir (or set run_dir)")
             self.step = int(state["step"])
-            self.kl_coef = float(state.get("kl_coef", cfg.kl_coef))
+            if cfg.kl_target is not None:  # adaptive: continue where it was; fixed: the file's value
+                self.kl_coef = float(state.get("kl_coef", cfg.kl_coef))
             self.rng.setstate(_tuplify(state["python_rng"]))
             generators = state.get("torch_generators") or [state["torch_generator"]]
             if len(generators) != ranks.world():
@@ -236,11 +251,8 @@ class Stage:
                 self.tokenizer = load_tokenizer(self._tokenizer_source(resuming))
         if cfg.gradient_checkpointing:
             for model in (self.actor if self.trains_actor else None, getattr(self.critic, "backbone", None)):
-                if model is not None:  # layers recomputed in backward: activations of one layer kept, not all
-                    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
-                        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-                    else:
-                        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                if model is not None:
+                    enable_checkpointing(model)
         if self.trains_actor:
             self.actor_engine = make_engine(cfg.engine, self.actor, cfg.actor_lr, cfg.weight_decay, cfg.grad_clip,
                                             cfg.zero_stage, cfg.bf16, **self._batch_shape(),
@@ -259,7 +271,7 @@ class Stage:
                                     loggers=cfg.loggers, plugins=self.plugins, logger_options=cfg.logger_options,
                                     config=attrs.asdict(cfg)) if ranks.is_main()
                        else RankLogger(self.out, self.name, total=self.total_steps()))
-        self.logger.check_owner()
+        self.logger.start()
         self.logger.truncate(self.step if resuming else 0)
 
     def total_steps(self) -> int | None:
@@ -377,6 +389,18 @@ class Stage:
     def critic_forward(self) -> Any:
         return self.critic_engine.forward_model if self.critic_engine is not None else self.critic
 
+    def _check_loggers(self) -> None:
+        """An unknown or uninstalled logger is a one-line error before any model loads."""
+        if not self.config.loggers or not ranks.is_main():
+            return
+        from kag.core.plugins import Plugins
+
+        plugins = self.plugins or Plugins()
+        for name in self.config.loggers:
+            reason = plugins.entry("logger", name).availability()  # unknown: PluginError naming the known ones
+            if reason:
+                raise ValueError(f"loggers: {reason}")
+
     def apply_lr_schedule(self, total: int) -> float:
         """Set this step's learning rates on every engine (kag.plugins.algorithms.ppo.config.lr_factor)."""
         factor = lr_factor(self.config, self.step, total)
@@ -447,6 +471,9 @@ class Stage:
             summary = self._run()
         finally:
             self.close_evaluations()
+            logger = getattr(self, "logger", None)
+            if logger is not None:  # trackers flushed also after Ctrl-C or an error (wandb's run finished)
+                logger.close_sinks()
         ranks.finish()
         return summary
 

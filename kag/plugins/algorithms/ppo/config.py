@@ -80,7 +80,7 @@ class TrainConfig:
     critic_lr: float = 1e-5
     weight_decay: float = 0.0
     grad_clip: float = 1.0
-    lr_warmup_steps: int = 0  # stage steps over which the learning rates rise linearly from 0
+    lr_warmup_steps: int = 0  # stage steps over which the learning rates rise linearly from 0 (critic_warmup_steps count)
     lr_schedule: str = "constant"  # after the warm-up: "constant" or "cosine" (down to min_lr_ratio x lr at the last step)
     min_lr_ratio: float = 0.0
     deepspeed_config: dict[str, Any] = attrs.field(factory=dict)  # merged into the DeepSpeed config (e.g. offload)
@@ -152,6 +152,15 @@ class TrainConfig:
                       f"{self.min_lr_ratio}")
         if self.kl_target is not None and (self.kl_target <= 0 or not self.kl_coef or self.kl_horizon < 1):
             raise bad("kl_target needs kl_target > 0, a starting kl_coef > 0 and kl_horizon >= 1")
+        owned = {("zero_optimization", "stage"): "zero_stage", ("bf16",): "bf16",
+                 ("train_micro_batch_size_per_gpu",): "micro_batch_size", ("gradient_accumulation_steps",): "mini_batch_size",
+                 ("optimizer",): "actor_lr / critic_lr / weight_decay", ("gradient_clipping",): "grad_clip"}
+        for path, key in owned.items():
+            table: Any = self.deepspeed_config
+            for part in path[:-1]:
+                table = table.get(part, {}) if isinstance(table, dict) else {}
+            if isinstance(table, dict) and path[-1] in table:
+                raise bad(f"deepspeed_config sets {'.'.join(path)}, which kag derives from {key}: set that instead")
         if self.logit_chunk_tokens < 0:
             raise bad(f"logit_chunk_tokens must be >= 0 (0: the whole logits at once), got {self.logit_chunk_tokens}")
         for name in ("steps", "episodes_per_step", "env_workers", "mini_batch_size", "micro_batch_size", "ppo_epochs", "max_turns"):

@@ -71,7 +71,7 @@ class ValueModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         pos = position_ids(attention_mask)
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos)
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, use_cache=False)
         hidden = out.last_hidden_state.to(self.value_head.weight.dtype)  # bf16 under DeepSpeed, else fp32
         return self.value_head(hidden).float().squeeze(-1)
 
@@ -138,7 +138,8 @@ def token_logprobs(
     split = _backbone_and_head(model) if chunk_tokens > 0 and not zero3 else None
     targets = input_ids[:, 1:]
     if split is None:
-        out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask))
+        out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
+                    use_cache=False)
         logits = out.logits[:, :-1].float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
         entropy = None
@@ -149,8 +150,8 @@ def token_logprobs(
                 entropy = entropy_from_logits(logits)
         return logp, entropy
     backbone, head = split
-    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask,
-                      position_ids=position_ids(attention_mask)).last_hidden_state[:, :-1]
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
+                      use_cache=False).last_hidden_state[:, :-1]
     b, t, h = hidden.shape
     flat, flat_targets = hidden.reshape(b * t, h), targets.reshape(b * t)
     logps, ents = [], []
@@ -183,22 +184,37 @@ def _chunk_logprobs(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor
         return logp, lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
 
 
-# config attributes that change the logits after the output layer (softcapping, scaling): those
-# models keep the whole-logits path, which calls the model's own forward
+# model families whose logits are exactly lm_head(last hidden state) (read in their Hugging Face
+# forward); any other model keeps the whole-logits path, which calls the model's own forward
+PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+# config attributes that would change the logits after the output layer, refused even for those
 POSTPROCESSED_LOGITS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
 
 
 def _backbone_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module] | None:
-    """(backbone, output layer) of a Hugging Face causal LM whose logits are head(last hidden
-    state), else None."""
+    """(backbone, output layer) of a Hugging Face causal LM of a family whose logits are
+    head(last hidden state), else None."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     backbone = getattr(model, "base_model", None)
     config = getattr(model, "config", None)
     if head is None or backbone is None or backbone is model or config is None:
         return None
+    if getattr(config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
+        return None
     if any(getattr(config, name, None) not in (None, 1, 1.0) for name in POSTPROCESSED_LOGITS):
         return None
     return backbone, head
+
+
+def enable_checkpointing(model: nn.Module) -> None:
+    """Recompute each layer in backward (one layer's activations kept, not all). Hugging Face
+    checkpoints only in training mode, and a model read from disk is in eval mode: put it in
+    training mode (a model whose config has dropout gets its dropout too)."""
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
 
 
 def token_values(critic: ValueModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -198,13 +198,13 @@ class PPOStage(Stage):
             batch = collate([trajectory_to_sample(t) for t in trajs], self.tokenizer.pad_token_id, self.device)
             metrics = {**batch_stats(batch), **success_rate(trajs)}
             metrics.update(prepare(self, batch, ref))
-            if cfg.kl_target is not None and "kl_ref" in metrics:  # the coefficient for the next step
-                kl = ranks.combine_metrics({"kl_ref": metrics["kl_ref"]})["kl_ref"]  # the same on every rank
-                metrics["kl_coef"] = self.kl_coef
-                self.kl_coef = adaptive_kl(self.kl_coef, kl, cfg.kl_target, cfg.episodes_per_step, cfg.kl_horizon)
             metrics["lr_factor"] = self.apply_lr_schedule(cfg.steps)
             train_actor = self.step >= cfg.critic_warmup_steps
             metrics.update(update(self, batch, update_actor=train_actor, update_critic=True))
+            if cfg.kl_target is not None and "kl_ref" in metrics:  # used this step (reward and loss); next: moved
+                kl = ranks.combine_metrics({"kl_ref": metrics["kl_ref"]})["kl_ref"]  # the same on every rank
+                metrics["kl_coef"] = self.kl_coef
+                self.kl_coef = adaptive_kl(self.kl_coef, kl, cfg.kl_target, cfg.episodes_per_step, cfg.kl_horizon)
             self.step += 1
             metrics.update(rollout_s=t_roll, step_s=time.time() - t0, episodes=len(trajs),
                            tokens_per_s=float(batch["attention_mask"].sum()) / max(time.time() - t0, 1e-9))

@@ -125,7 +125,7 @@ class RejectionFineTune(Stage):
     name = "rft"
     trains_actor = True
 
-    def run(self) -> dict[str, Any]:
+    def _run(self) -> dict[str, Any]:
         self.setup()
         cfg = self.config
         trajs = read_trajectories(cfg.data)
@@ -179,7 +179,7 @@ class ValuePretrain(Stage):
     needs_actor = False
     needs_critic = True
 
-    def run(self) -> dict[str, Any]:
+    def _run(self) -> dict[str, Any]:
         self.setup()
         cfg = self.config
         samples = [trajectory_to_sample(t) for t in read_trajectories(cfg.data)]
