@@ -65,8 +65,11 @@ MAX_CALLS = 512  # calls in one window
 INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (and a quarter of free memory)
 NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where windows hold one call
 MIN_NULL = 10
-SAMPLED_WINDOWS = {"cpu": 64, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
-# (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several
+SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
+# (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several.
+# 128 on the CPU: with 64, a small fallback (tests/adversarial aten_dlsym) gave only 8-13 computing
+# samples in some runs, too few for the verdict, and escaped in 2 of 7 runs; with 128 the fewest seen in
+# 8 runs was 35, all caught
 RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per evaluation: with 12, a
 # solution skipping work on one call in three is caught with probability 1 - (2/3)**12 = 99.2%
 FAST_RATIO = 0.5  # a "skipped" window: its calls under half the fastest verified window's
