@@ -68,7 +68,7 @@ MIN_NULL = 10
 SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
 # (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several.
 # 128 on the CPU: with 64, a small fallback (tests/adversarial aten_dlsym) gave only 8-13 computing
-# samples in some runs, too few for the verdict, and escaped in 2 of 7 runs; with 128 the fewest seen in
+# samples in some runs, too few for the verdict, and escaped in 2 of 14 runs; with 128 the fewest seen in
 # 8 runs was 35, all caught
 RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per evaluation: with 12, a
 # solution skipping work on one call in three is caught with probability 1 - (2/3)**12 = 99.2%
