@@ -78,7 +78,7 @@ class MetricLogger:
             sys.stderr.write(progress_line(self.stage, step, self.total, clean) + "\n")
             sys.stderr.flush()
         numbers = {k: v for k, v in clean.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None and math.isfinite(v)}
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         for sink in self.sinks:
             sink.log(step, numbers)
 
@@ -132,8 +132,8 @@ class RankLogger(MetricLogger):
 
 def make_sinks(out_dir: Path, stage: str, tensorboard: bool, loggers: list[str], plugins: Any,
                options: dict[str, dict[str, Any]], config: dict[str, Any] | None) -> list[Any]:
-    """The logger plugins' sinks: ``loggers`` must all work (one line naming what to install when
-    one cannot); the default tensorboard is skipped with a warning once when not installed."""
+    """The logger plugins' sinks: the chosen ``loggers`` (checked before any model loaded, by
+    ``Stage._check_loggers``) and the default tensorboard, skipped with a warning once when not installed."""
     global _warned_tensorboard
     from kag.core.plugins import Plugins
 
@@ -143,15 +143,14 @@ def make_sinks(out_dir: Path, stage: str, tensorboard: bool, loggers: list[str],
     plugins = plugins or Plugins()
     sinks = []
     for name in names:
-        reason = plugins.entry("logger", name).availability()  # an unknown name: PluginError naming the known ones
-        if reason and name == "tensorboard" and name not in loggers:
-            if not _warned_tensorboard:
-                sys.stderr.write(f"kag train: {reason}; metrics go to metrics.jsonl and curves.png only "
-                                 f"(tensorboard = false hides this)\n")
-                _warned_tensorboard = True
-            continue
-        if reason:
-            raise ValueError(f"loggers: {reason}")
+        if name not in loggers:  # the default tensorboard: skipped, with a warning once, when not installed
+            reason = plugins.entry("logger", name).availability()  # (chosen ones: Stage._check_loggers)
+            if reason:
+                if not _warned_tensorboard:
+                    sys.stderr.write(f"kag train: {reason}; metrics go to metrics.jsonl and curves.png only "
+                                     f"(tensorboard = false hides this)\n")
+                    _warned_tensorboard = True
+                continue
         sinks.append(plugins.create("logger", name, out_dir=out_dir, stage=stage, config=config or {},
                                     **options.get(name, {})))
     return sinks

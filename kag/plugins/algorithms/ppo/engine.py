@@ -11,6 +11,12 @@ from typing import Any, Iterator
 import torch
 
 
+def scale_lrs(optimizer: Any, base_lrs: list[float], factor: float) -> None:
+    """Each parameter group's configured learning rate times ``factor`` (both engines' optimizers)."""
+    for group, base in zip(optimizer.param_groups, base_lrs):
+        group["lr"] = base * factor
+
+
 class TorchEngine:
     def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float = 0.0, grad_clip: float = 1.0):
         self.module = model
@@ -21,8 +27,7 @@ class TorchEngine:
 
     def set_lr_factor(self, factor: float) -> None:
         """The configured learning rate times ``factor`` (the stage's schedule) from the next step on."""
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
-            group["lr"] = base * factor
+        scale_lrs(self.optimizer, self.base_lrs, factor)
 
     def backward(self, loss: torch.Tensor, last_micro: bool = True) -> None:
         loss.backward()
@@ -123,8 +128,7 @@ class DeepSpeedEngine:
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
 
     def set_lr_factor(self, factor: float) -> None:
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
-            group["lr"] = base * factor
+        scale_lrs(self.optimizer, self.base_lrs, factor)
 
     @contextlib.contextmanager
     def generation_context(self) -> Iterator[Any]:

@@ -137,18 +137,11 @@ def token_logprobs(
     zero3 = model is not actor and getattr(actor, "zero_optimization_stage", lambda: 0)() == 3
     split = _backbone_and_head(model) if chunk_tokens > 0 and not zero3 else None
     targets = input_ids[:, 1:]
+    entropy = ("grad" if entropy_grad else "detached") if with_entropy else "none"
     if split is None:
         out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
                     use_cache=False)
-        logits = out.logits[:, :-1].float() / temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
-        entropy = None
-        if with_entropy:
-            from kag.plugins.algorithms.ppo.losses import entropy_from_logits
-
-            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-                entropy = entropy_from_logits(logits)
-        return logp, entropy
+        return _logprobs_from_logits(out.logits[:, :-1], targets, temperature, entropy)
     backbone, head = split
     hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
                       use_cache=False).last_hidden_state[:, :-1]
@@ -158,7 +151,6 @@ def token_logprobs(
     checkpointed = torch.is_grad_enabled() and flat.requires_grad
     for start in range(0, b * t, chunk_tokens):
         piece, want = flat[start:start + chunk_tokens], flat_targets[start:start + chunk_tokens]
-        entropy = ("grad" if entropy_grad else "detached") if with_entropy else "none"
         if checkpointed:
             from torch.utils.checkpoint import checkpoint
 
@@ -173,11 +165,18 @@ def token_logprobs(
 
 def _chunk_logprobs(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
                     entropy: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log p(target) for a (N, H) chunk of hidden states, and its entropy: ``"none"``,
-    ``"detached"`` (for the logs: no graph) or ``"grad"`` (an entropy bonus in the loss)."""
-    logits = head(hidden).float() / temperature
+    """log p(target) for a (N, H) chunk of hidden states, and its entropy (as _logprobs_from_logits)."""
+    return _logprobs_from_logits(head(hidden), targets, temperature, entropy)
+
+
+def _logprobs_from_logits(logits: torch.Tensor, targets: torch.Tensor, temperature: float,
+                          entropy: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(target) under softmax(logits / temperature) in fp32, and the entropy: ``"none"``,
+    ``"detached"`` (for the logs: no graph) or ``"grad"`` (an entropy bonus in the loss). The one
+    formula both paths (whole logits, chunks) use."""
+    logits = logits.float() / temperature
     lse = torch.logsumexp(logits, dim=-1)
-    logp = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
+    logp = logits.gather(-1, targets[..., None]).squeeze(-1) - lse
     if entropy == "none":
         return logp, None
     with torch.set_grad_enabled(entropy == "grad" and torch.is_grad_enabled()):
