@@ -44,7 +44,14 @@ TASKS = [
     ("sigmoid@512x128k", "sigmoid", "level1/21_Sigmoid.py", {"batch_size": 512, "dim": 131072}),
     ("softmax@256x64k", "softmax", "level1/23_Softmax.py", {"batch_size": 256, "dim": 65536}),
     ("gelu@1024x128k", "gelu", "level1/26_GELU_.py", {"batch_size": 1024, "dim": 131072}),
+    ("log_softmax@256x64k", "log_softmax", "level1/24_LogSoftmax.py", {"batch_size": 256, "dim": 65536}),
+    ("max_reduction@32x4096x4095", "max_reduction", "level1/49_Max_reduction_over_a_dimension.py",
+     {"batch_size": 32}),
+    ("new_gelu", "new_gelu", "level1/88_MinGPTNewGelu.py", {}),
     ("sum_reduction", "sum_reduction", "level1/47_Sum_reduction_over_a_dimension.py", {}),
+    ("matrix_scalar", "matrix_scalar", "level1/5_Matrix_scalar_multiplication.py", {}),
+]
+EXTRA_TASKS = [  # full KernelBench sizes (6.4 GB inputs): only with --only
     ("relu", "relu", "level1/19_ReLU.py", {}),
     ("softmax", "softmax", "level1/23_Softmax.py", {}),
 ]
@@ -65,7 +72,7 @@ def task_of(name: str, backend: str):
     if backend == "cpu":
         path = REPO / "examples" / name / "cpu" / "model.py"
         return Task(name=name, source="fidelity", code=path.read_text(), path=str(path)), REPO / "examples" / name / "cpu"
-    _, example, rel, sizes = next(t for t in TASKS if t[0] == name)
+    _, example, rel, sizes = next(t for t in TASKS + EXTRA_TASKS if t[0] == name)
     return (Task(name=name, source="fidelity", code=task_code(rel, sizes), path=str(SAMPLE / rel)),
             REPO / "examples" / example / "cuda")
 
@@ -208,9 +215,10 @@ def main() -> int:
     if args.reference_one:
         print(json.dumps(reference_clock(args.reference_one, args.backend, args.iters)))
         return 0
-    names = [t[0] for t in TASKS] if args.backend == "cuda" else CPU_TASKS
+    names = [t[0] for t in TASKS + EXTRA_TASKS] if args.backend == "cuda" else CPU_TASKS
     only = [n for n in args.only.split(",") if n]
-    names = [n for n in names if not only or n in only]
+    extra = {t[0] for t in EXTRA_TASKS}
+    names = [n for n in names if n in only] if only else [n for n in names if n not in extra]
     cache_dir = tempfile.mkdtemp(prefix="kag-fid-cache-")
     out = Path(args.out) if args.out else None
     if out:
@@ -234,7 +242,8 @@ def main() -> int:
         row = evaluate_once(name, args.backend, cache_dir, args.compile)
         if row["ok"]:
             proc = subprocess.run([sys.executable, __file__, "--backend", args.backend, "--reference-one", name,
-                                   "--iters", str(args.iters)], capture_output=True, text=True, timeout=600)
+                                   "--iters", str(args.iters)], capture_output=True, text=True, timeout=600,
+                                  env={**os.environ, "KAG_CACHE_DIR": cache_dir})  # the objects just built
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             if lines:
                 row.update(json.loads(lines[-1]))

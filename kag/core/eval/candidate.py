@@ -25,8 +25,10 @@ word, then where its outputs are) or, for messages, on the control channel:
 On a GPU machine the calls after a window's first, and its end, are rung through a word of memory
 shared with the judge (the ``bell``), which both sides poll: a pipe's round trip (10-20 us) made a
 20 us kernel's call CPU-bound. The end's answer, with its tail, goes through the pipe.
-- ``OP_NULL``: the path of a window with nothing to run but, on a GPU, one fill kernel of the
-  harness's (the GPU's switch from the judge's context to this one is the path's, not the solution's).
+- ``OP_NULL``: in place of a window's first call, the path of a call with nothing of forward in it
+  but, on a GPU, one fill kernel of the harness's (the GPU's switch from the judge's context to this
+  one is the path's, not the solution's); answered as a call is, then ended by ``OP_END`` as a
+  window is, so a null window differs from a window of one call by forward alone.
 - ``OP_MSG``: a pickled request follows on the control channel: ``prepare`` (device, profiler, the
   fatbin wall, seccomp), ``baseline`` (runner only: the task's Model, eager or compiled, as what a
   call runs), ``spec`` (import model_new, build ModelNew), ``state`` (reference weights, as bytes),
@@ -209,6 +211,9 @@ class Harness:
         self.bell = bell  # the shared doorbell words (go at 0, done at 8), or None
         self.layers = list(layers or [])  # confinement applied at fork (reported in prepare)
         self.clock = time.perf_counter
+        import torch
+
+        self.set_grad = torch._C._set_grad_enabled
         self.ctrl, self.go_fd, self.done_fd = ctrl, go_fd, done_fd
         self.dumps = dumps
         self.device = "cpu"
@@ -246,22 +251,15 @@ class Harness:
             while True:
                 word = _read_exact(self.go_fd, WORD.size)
                 op, arg = unpack(word)
-                if op == OP_CALL:
-                    phase = f"call {arg} of a window"
-                    self.call(word, arg)
+                if op in (OP_CALL, OP_NULL):
+                    phase = f"call {arg} of a window" if op == OP_CALL else "a null window"
+                    self.call(word, arg) if op == OP_CALL else self.null_call(word)
                     if self.bell is not None and self.fast:
                         phase = "a window"
                         self.rest_of_window(word)
                 elif op == OP_END:
                     phase = "the end of a window"
                     self.end(word)
-                elif op == OP_NULL:  # the path of a window, with nothing in it
-                    if self.null_work is not None:  # the harness's, outside the range: not an op of forward
-                        self.null_work.fill_(1.0)
-                    with self.observer.forward_range(count=False) if self.observer else _null():
-                        pass
-                    self.synchronize()
-                    self.ring_done(word + tail())
                 elif op == OP_MSG:
                     msg = self.ctrl.recv()
                     phase = str(msg[0])
@@ -295,11 +293,28 @@ class Harness:
             else:
                 raise RuntimeError(f"protocol: unknown bell op {op}")
 
+    def answer(self, word: bytes) -> None:
+        """A call's answer: through the bell on a GPU machine, else the pipe."""
+        if self.bell is not None and self.fast:
+            WORD.pack_into(self.bell, 8, WORD.unpack(word)[0])
+        else:
+            self.ring_done(word + tail())
+
+    def null_call(self, word: bytes) -> None:
+        """A null window's call: the last window's outputs dropped, the harness's fill kernel (outside
+        the range: not an op of forward) and an empty range, answered as a call is."""
+        self.outputs = []
+        if self.null_work is not None:
+            self.null_work.fill_(1.0)
+        with self.observer.null_range() if self.observer else _null():
+            pass
+        self.answer(word)
+
     def call(self, word: bytes, index: int) -> None:
         """One call of forward on staged input set ``index``; the first of a window drops the last
-        window's outputs (their memory goes back to the allocator, as a baseline's outputs do)."""
-        import torch
-
+        window's outputs (their memory goes back to the allocator, as a baseline's outputs do).
+        Grad mode is switched off by the C call each time (forward may switch it on; a
+        ``torch.no_grad`` context costs microseconds a call in Python)."""
         if index >= len(self.sets):
             raise RuntimeError(f"protocol: call {index} of a window but {len(self.sets)} input sets")
         if index == 0:
@@ -308,12 +323,10 @@ class Harness:
             if self.observer is not None:
                 self.window_mark = self.observer.window_range()
                 self.window_mark.__enter__()
-        with torch.no_grad(), (self.observer.forward_range() if self.observer else _null()):
+        self.set_grad(False)
+        with self.observer.forward_range() if self.observer else _null():
             self.outputs.append(plain_output(self.forward(*self.sets[index]), self.device == "cpu"))
-        if self.bell is not None and self.fast:
-            WORD.pack_into(self.bell, 8, WORD.unpack(word)[0])
-        else:
-            self.ring_done(word + tail())
+        self.answer(word)
 
     def end(self, word: bytes) -> None:
         """The end of a window: synchronise, ring done with where its outputs are (CPU: addresses;
@@ -337,7 +350,9 @@ class Harness:
             self.prepare(arg)
         elif op == "baseline":  # the runner: the task's Model, eager or compiled, as what a call runs
             self.load_baseline(arg)
-        elif op == "drop":  # the runner: the baseline and its inputs gone (its context stays)
+        elif op == "drop":  # the runner: the baseline, its observer and its inputs gone (its context stays)
+            self.collect()
+            self.observations = None
             self.model = self.forward = None
             self.outputs, self.sets = [], []
             self.own_times.clear()

@@ -309,15 +309,16 @@ class CandidateProcess:
         self.resume()
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout_s
-        if null:
-            self.wait_done(self.ring(OP_NULL), timeout_s, phase, sampler)
-        elif self.fast:
-            self.wait_bell(self.ring(OP_CALL, 0), deadline, phase, sampler, timeout_s)
+        first = self.ring(OP_NULL) if null else self.ring(OP_CALL, 0)  # a null window: one call of nothing
+        calls = 1 if null else calls
+        if self.fast:
+            self.wait_bell(first, deadline, phase, sampler, timeout_s)
             for j in range(1, calls):
                 self.wait_bell(self.ring_bell(OP_CALL, j), deadline, phase, sampler, timeout_s)
             self.wait_done(self.ring_bell(OP_END), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
         else:
-            for j in range(calls):
+            self.wait_done(first, max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
+            for j in range(1, calls):
                 self.wait_done(self.ring(OP_CALL, j), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
             self.wait_done(self.ring(OP_END), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
         self.stop(confirm=False)  # first: nothing can be launched after the answer

@@ -149,6 +149,40 @@ class SegmentReader:
         (unreadable, another shape, out of its allocation's bounds)."""
         import torch
 
+        found = self._bytes(entry, like)
+        if isinstance(found, str):
+            return found
+        raw, strides = found
+        own = raw.clone()  # the judge's copy, taken while the candidate is stopped
+        torch.cuda.synchronize()
+        return own.view(like.dtype).as_strided(tuple(like.shape), strides)
+
+    def read_at(self, entry: tuple[int, int, int, tuple[int, ...]], like: Any, positions: Any) -> Any:
+        """The values of the output ``entry`` describes at ``positions`` (flat, in ``like``'s
+        logical order), copied into the judge's memory; a string as ``read`` says. Reads only
+        those elements: a re-check of a large output costs the gap a gather, not a copy."""
+        import torch
+
+        from kag.core.eval.output_samples import element_offsets
+
+        found = self._bytes(entry, like)
+        if isinstance(found, str):
+            return found
+        raw, strides = found
+        item = like.element_size()
+        if raw.data_ptr() % item:  # not on an element: copy it whole (as ``read``), then pick
+            whole = self.read(entry, like)
+            return whole if isinstance(whole, str) else whole.reshape(-1)[positions]
+        usable = raw[: raw.numel() - raw.numel() % item]
+        values = usable.view(like.dtype)[element_offsets(positions, tuple(like.shape), strides)]
+        torch.cuda.synchronize()
+        return values
+
+    def _bytes(self, entry: tuple[int, int, int, tuple[int, ...]], like: Any) -> Any:
+        """The candidate's bytes ``entry`` points at (a tensor over them, not a copy) and the
+        strides, after the checks every read makes; a string saying why not."""
+        import torch
+
         index, dims, offset, strides = entry
         if index == UNREADABLE:
             return "the candidate could not say where it is (not a CUDA tensor PyTorch allocated?)"
@@ -164,9 +198,7 @@ class SegmentReader:
         if offset < 0 or offset + span > size:
             return f"it runs past its allocation ({offset} + {span} > {size} bytes)"
         raw = torch.as_tensor(_Cai(base + offset, span), device=self.device)  # bytes of the candidate's
-        own = raw.clone()  # the judge's copy, taken while the candidate is stopped
-        torch.cuda.synchronize()
-        return own.view(like.dtype).as_strided(tuple(like.shape), strides)
+        return raw, tuple(strides)
 
     def close(self) -> None:
         for ptr, _ in self.mapped.values():

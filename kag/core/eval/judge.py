@@ -36,7 +36,7 @@ from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
-BASELINE_METHOD = "judge-windows-v1"  # how a cached baseline was timed: entries of another method are not reused
+BASELINE_METHOD = "judge-windows-observed"  # how a cached baseline was timed: entries of another method are not reused
 
 
 class Judge(CandidateCalls):
@@ -90,6 +90,7 @@ class Judge(CandidateCalls):
         self.calls_seen = 0  # the candidate's calls so far, every window's
         self.compared_at: list[int] = []  # which of them had their outputs compared
         self.defer_checks = False
+        self.sample_plan: Any = None  # secret positions where large GPU outputs are re-checked (output_samples)
         self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -222,6 +223,10 @@ class Judge(CandidateCalls):
                "plugin_selection": self.spec.plugin_selection, "plugin_builtins": self.spec.plugin_builtins}
         self.runner.exchange(("baseline", arg), self.spec.timeouts.load_s, f"building the {name} baseline",
                              expect="baseline")
+        # the candidate's calls all run under a profiler session with kernel records
+        # (kag.core.eval.observe); the baseline's do too, so a cost of that path is paid by both sides
+        self.runner.exchange(("observe", {"kernels": True}), self.spec.timeouts.load_s,
+                             f"starting the {name} baseline's observer", expect="observing")
         self.runner_sets: list[list[Any]] = []
 
     def probe_for_runner(self) -> Any:
@@ -256,7 +261,8 @@ class Judge(CandidateCalls):
         warm = run_windows(self, runner, self.runner_sets, estimate_plan(first), purpose=f"baseline-{name}",
                            timeout_s=budget, phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
         calls = self.window_calls(runner, self.runner_sets, warm_per_call_s(warm), spec.timeouts.load_s)
-        plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed), warmup=warmup_windows(calls, spec.warmup),
+        plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
+                         warmup=warmup_windows(calls, spec.warmup, self.cuda),
                          sampled=0)
         timing = run_windows(self, runner, self.runner_sets, plan, purpose=f"baseline-{name}", timeout_s=budget,
                              phase=f"timing the {name} baseline", deadline=deadline, counter=counter)

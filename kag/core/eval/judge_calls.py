@@ -11,7 +11,9 @@ the last), output hand-overs are calibrated, model_new.py is imported; then one 
 here, before any timing); then warm-up windows and, in a secret order, long, short and sampled
 windows. After every window each of its calls is compared with a secret probability
 (independent per call, so no count of checks is ever used up), and the gap before the next window
-is padded to one length.
+is padded to one length. A compared output is copied out while the candidate is stopped and
+compared after the last window; one too large to keep a dozen of (on a GPU) is read at secret
+positions only (kag.core.eval.output_samples), so the padded gap costs a gather, not a reference run.
 """
 
 from __future__ import annotations
@@ -58,11 +60,13 @@ def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | N
     return round(median(xs) * scale, digits) if xs else None
 
 
-def timed_windows(calls: int, num_timed: int) -> int:
-    """Timed windows of a timing (and as many short ones): ``num_timed`` where a window holds one
-    call; where it holds several (each window averages its calls), a third of that, at least 20 (or
-    ``num_timed`` if fewer)."""
-    return num_timed if calls == 1 else max(min(num_timed, 20), num_timed // 3)
+def timed_windows(calls: int, num_timed: int, gpu: bool = False) -> int:
+    """Timed windows of a timing (and as many short ones): ``num_timed`` where a CPU window holds one
+    call; where a window holds several (each window averages its calls), a third of that, at least
+    20 (or ``num_timed`` if fewer). A GPU window holds one call only when that call is a few
+    milliseconds long or its inputs fill the memory budget: its jitter is a small share of it, and
+    as many windows do as for several calls (100 windows of a 6.4 GB ReLU took 35 s)."""
+    return num_timed if calls == 1 and not gpu else max(min(num_timed, 20), num_timed // 3)
 
 
 def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
@@ -158,11 +162,13 @@ class CandidateCalls:
             self.where = [EXTENT.unpack_from(tail, COUNT.size + k * EXTENT.size) for k in range(n)
                           if COUNT.size + (k + 1) * EXTENT.size <= len(tail)]
 
-    def capture(self, index: int) -> Any:
+    def capture(self, index: int, sampled: bool = False) -> Any:
         """Output ``index`` of the last window, the judge's own copy, read from the stopped
         candidate's memory where the window's end said it is (CPU: its address space; GPU: its
         allocations, mapped here), so nothing it does after answering can change it and no work can
-        be put off until an output is asked for. A string says why it could not be read."""
+        be put off until an output is asked for. ``sampled`` (GPU): only the values at the secret
+        positions of ``self.sample_plan`` (kag.core.eval.output_samples). A string says why it
+        could not be read."""
         import torch
 
         from kag.core.eval.guarding import iter_tensors
@@ -177,9 +183,10 @@ class CandidateCalls:
             return why + (f": {self.where_error}" if getattr(self, "where_error", None) else
                           f": {len(found)} of {len(tensors)} tensors described")
         read = []
-        for t, place in zip(tensors, found):
+        for k, (t, place) in enumerate(zip(tensors, found)):
             if self.cuda:
-                got = self.reader.read(place, t)
+                positions = self.sample_plan.positions[k] if sampled and self.sample_plan is not None else None
+                got = self.reader.read(place, t) if positions is None else self.reader.read_at(place, t, positions)
                 if isinstance(got, str):
                     return f"{why}: {got}"
                 read.append(got)
@@ -191,16 +198,19 @@ class CandidateCalls:
             read.append(torch.frombuffer(data, dtype=t.dtype).reshape(t.shape))
         return replace_tensors(template, iter(read))
 
-    def verify(self, out: Any, seed: int, where: str) -> str | None:
-        """``out`` against the reference on the inputs of ``seed``: the mismatch, None when right."""
+    def reference_on(self, seed: int) -> Any:
+        """The reference's output on the inputs of ``seed`` (the inputs freed at once)."""
         import torch
 
-        if isinstance(out, str):
-            return out
         inputs = self.make_inputs(seed)
         with torch.no_grad():
-            ref = self.model(*inputs)
-        del inputs
+            return self.model(*inputs)
+
+    def verify(self, out: Any, seed: int, where: str) -> str | None:
+        """``out`` against the reference on the inputs of ``seed``: the mismatch, None when right."""
+        if isinstance(out, str):
+            return out
+        ref = self.reference_on(seed)
         mismatch = self.compare(ref, out, seed, where)
         del ref
         return mismatch
@@ -289,14 +299,14 @@ class CandidateCalls:
         return False
 
     def budget_bytes(self) -> int:
-        from kag.core.eval.judge_timing import INPUT_BUDGET_BYTES
+        from kag.core.eval.judge_timing import GPU_FREE_SHARE, GPU_INPUT_BUDGET_BYTES, INPUT_BUDGET_BYTES
 
         if not self.cuda:
             return INPUT_BUDGET_BYTES
         import torch
 
         free, _total = torch.cuda.mem_get_info()
-        return int(min(INPUT_BUDGET_BYTES, 0.25 * free))
+        return int(min(GPU_INPUT_BUDGET_BYTES, GPU_FREE_SHARE * free))
 
     def window_calls(self, proc: CandidateProcess, sets: list[list[Any]], per_call_s: float,
                      timeout_s: float) -> int:
@@ -329,11 +339,19 @@ class CandidateCalls:
         calls = self.window_calls(cand, self.sets, warm_per_call_s(warm), spec.timeouts.load_s)
         if self.provenance is not None:
             self.provenance.expected_s = warm_per_call_s(warm)
-        plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed), warmup=warmup_windows(calls, spec.warmup),
+        plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
+                         warmup=warmup_windows(calls, spec.warmup, self.cuda),
                          sampled=SAMPLED_WINDOWS["cuda" if self.cuda else "cpu"] if self.sampling() else 0)
         self.recheck_p = recheck_probability(plan.total_calls(), spec.do_correctness)
         expected = 2 * RECHECK_EXPECTED[1] * tree_bytes(self.reference_output)
         self.defer_checks = expected <= DEFERRED_BYTES and (not self.cuda or expected <= 0.25 * self.budget_bytes())
+        self.sample_plan = None
+        if self.cuda and not self.defer_checks:  # too large to keep whole: a secret sample of each, compared later
+            from kag.core.eval.output_samples import SamplePlan
+
+            self.sample_plan = SamplePlan(self.reference_output, self.device)
+            self.defer_checks = True
+            self.report.calibration["rechecked_share"] = round(self.sample_plan.share, 6)
         pause = self.pause_s(cand, calls)
         timing: WindowTiming = run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
                                            phase="timing", after=self.rechecker(cand), pause_s=pause,
@@ -361,6 +379,11 @@ class CandidateCalls:
         poison_s = time.perf_counter() - t0
         checks = max(1, math.ceil(3 * calls * self.recheck_p))
         per_check = self.capture_s + (0.0 if self.defer_checks else self.verify_s)
+        if self.sample_plan is not None:  # a sampled capture, timed on the last window's outputs (the
+            self.capture(0, sampled=True)  # second: the first loads the gather's kernels)
+            t0 = time.perf_counter()
+            self.capture(0, sampled=True)
+            per_check = 2.0 * (time.perf_counter() - t0)
         return PAUSE_MARGIN * (fill_s + poison_s + checks * per_check)
 
     def rechecker(self, cand: CandidateProcess):
@@ -379,7 +402,7 @@ class CandidateCalls:
                 self.rechecked += 1
                 self.compared_at.append(first + j)
                 where = f"a {kind} call (one of those compared in secret)"
-                out = self.capture(j)
+                out = self.capture(j, sampled=self.sample_plan is not None)
                 if self.defer_checks and not isinstance(out, str):
                     self.pending.append((kind, seeds[j], out, len(timing.timed_s) - 1 if kind == "timed" else None))
                 else:
@@ -398,7 +421,12 @@ class CandidateCalls:
         pending, self.pending = self.pending, []
         for kind, seed, out, window in pending:
             where = f"a {kind} call (one of those compared in secret)"
-            mismatch = self.verify(out, seed, where)
+            if self.sample_plan is not None:
+                from kag.core.eval.output_samples import verify_sampled
+
+                mismatch = verify_sampled(self, self.sample_plan, out, seed, where)
+            else:
+                mismatch = self.verify(out, seed, where)
             if mismatch is not None:
                 self.fail("mismatch", f"{where}: {mismatch}")
                 return False

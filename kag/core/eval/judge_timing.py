@@ -11,7 +11,8 @@ process is stopped.
 
 Both sides go through this one path. The candidate is one child of the judge; eager and
 torch.compile run in another, the baseline runner (same harness, same doorbell, same windows, same
-staging and flush; unconfined, since it runs only the task's own code).
+staging and flush, the same profiler session with kernel records around every call; unconfined, since
+it runs only the task's own code).
 
 Two window sizes, ``calls`` and ``short_calls`` (half as many), are interleaved in a secret order,
 and a call's time is the difference of their median windows over the difference of their calls.
@@ -62,7 +63,12 @@ WINDOW_TARGET_S = 0.005  # a GPU window holds about this much work. A CPU window
 # OpenMP's sleeping threads: about 0.35 ms there, both sides) stays in: sub-millisecond CPU speed-ups read
 # closer to 1 than they are
 MAX_CALLS = 512  # calls in one window
-INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (and a quarter of free memory)
+INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (on the CPU)
+GPU_INPUT_BUDGET_BYTES = 24 << 30  # ... on a GPU, and at most GPU_FREE_SHARE of its free memory when the window's
+GPU_FREE_SHARE = 0.45  # sets are allocated (the sets already staged not counted back): windows of an H100 hold
+# 144-247 calls of a 13-24 us kernel. A 4 GB-in, 4 GB-out task still gets windows of one call there, less null
+# windows, and its speed-up reads 2-9% high (the candidate's null window costs 0.2-0.4 ms more than the path
+# of its call; the runner's does not): bench/results/2026-11-26-issue27-h100
 NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where windows hold one call
 MIN_NULL = 10
 SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
@@ -272,6 +278,11 @@ def warm_per_call_s(timing: WindowTiming) -> float:
     return diff / span if diff > 0 else last / max(timing.calls, 1)
 
 
-def warmup_windows(calls: int, warmup_calls: int) -> int:
-    """Windows of ``calls`` calls that hold ``warmup_calls`` warm-up calls (at least one)."""
-    return max(1, math.ceil(warmup_calls / max(calls, 1)))
+GPU_WARMUP_WINDOWS = 3  # at most, on a GPU: a window there holds a few milliseconds of work (or one long call)
+
+
+def warmup_windows(calls: int, warmup_calls: int, gpu: bool = False) -> int:
+    """Windows of ``calls`` calls that hold ``warmup_calls`` warm-up calls (at least one; on a GPU
+    at most ``GPU_WARMUP_WINDOWS``)."""
+    n = max(1, math.ceil(warmup_calls / max(calls, 1)))
+    return min(n, GPU_WARMUP_WINDOWS) if gpu else n

@@ -120,3 +120,42 @@ def test_kernelbench_relu_6gb_fits(tmp_path):
     assert result.ok, result.error
     print("peak MB", result.peak_memory_mb, result.times_ms, result.durations_s)
     assert result.peak_memory_mb < 40_000
+
+
+@pytest.mark.slow
+def test_a_large_output_is_rechecked_on_a_secret_sample_and_skipped_work_is_caught(tmp_path):
+    """A 6.4 GB output is too large to keep 12-24 of: timed calls are re-checked at secret
+    positions and compared after the last window, so each gap costs a gather, not a reference run
+    (100 windows of this task took 35 s with a whole comparison in every gap)."""
+    task = Task(name="level1/19_ReLU", source="kernelbench", code=KERNELBENCH_RELU, path="<19_ReLU>")
+    honest = evaluate(task, Solution(model_new=textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x.clamp_min(0)
+    ''')), opts(tmp_path, num_timed=100, warmup=10))
+    assert honest.ok, honest.error
+    calibration = honest.metadata["calibration"]
+    assert 0 < calibration["rechecked_share"] < 0.01
+    print("6.4 GB ReLU:", honest.times_ms, honest.durations_s, calibration.get("windows"), calibration.get("pause_ms"))
+    assert honest.durations_s["timing"] < 12
+    half = evaluate(task, Solution(model_new=textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                if self.calls <= 5:  # the checks
+                    return x.clamp_min(0)
+                out = torch.empty_like(x)
+                out[: x.shape[0] // 2] = x[: x.shape[0] // 2].clamp_min(0)  # half the rows, later
+                return out
+    ''')), opts(tmp_path, num_timed=100, warmup=10))
+    assert half.error_kind == "mismatch" and "compared in secret" in half.error, half.error

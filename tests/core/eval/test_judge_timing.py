@@ -194,3 +194,18 @@ def test_windows_that_look_skipped_under_load_are_timed_again_and_then_the_evalu
         assert "in two timings" in quiet.report.violations[0]["detail"]
     else:  # someone else's work: the same as the loaded case
         assert not timed and quiet.report.judge_error and not quiet.report.violations
+
+
+def test_a_gpu_window_of_one_long_call_gets_as_few_windows_as_several_calls():
+    """A GPU window holds one call only when the call is milliseconds long or its inputs fill the
+    budget: 100 windows of a 6.4 GB ReLU, each with its refill, took 35 s; a third do (the CPU's
+    one-call windows keep num_timed: its calls vary 5x)."""
+    from kag.core.eval.judge_calls import timed_windows
+    from kag.core.eval.judge_timing import GPU_WARMUP_WINDOWS, warmup_windows
+
+    assert timed_windows(1, 100) == 100
+    assert timed_windows(1, 100, gpu=True) == timed_windows(64, 100, gpu=True) == 33
+    assert timed_windows(1, 10, gpu=True) == 10
+    assert warmup_windows(1, 10) == 10
+    assert warmup_windows(1, 10, gpu=True) == GPU_WARMUP_WINDOWS
+    assert warmup_windows(64, 10, gpu=True) == 1

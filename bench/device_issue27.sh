@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Device calls for issue 27 (a clock that sees small kernels). Stages, in one call or several:
+#   fidelity   kag's speed-up vs eager against the CUPTI kernel-time ratio (bench/scripts/timing_fidelity.py)
+#   steady     diag_matmul and level2/14 scored 5 times each, torch.compile too (CV of the speed-up, rewards)
+#   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
+#   gputests   the GPU test files
+#   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
+#   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N)
+#   static     the same with the static guards on
+# Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
+source bench/device_env.sh
+for stage in "$@"; do
+  case "$stage" in
+    fidelity)
+      step "timing fidelity vs CUPTI kernel times"
+      timeout "${FID_TIMEOUT:-480}" python3 bench/scripts/timing_fidelity.py ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} \
+        --out "$OUT/fid" 2>&1 | tee "$OUT/fidelity.log" | cut -c1-300 ;;
+    steady)
+      step "steadiness: diag_matmul and gemm_divide_sum_scaling scored 5 times"
+      timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only diag_matmul,gemm_divide_sum_scaling \
+        --repeat 5 --compile --out "$OUT/steady" 2>&1 | tee "$OUT/steady.log" | cut -c1-300 ;;
+    latency)
+      step "kag score --server on level-1 ReLU"
+      timeout 240 python3 - <<'EOF' 2>&1 | tee "$OUT/latency.log" | cut -c1-400
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, "bench")
+from evaluator import score_through_server
+repo = Path.cwd()
+env = dict(os.environ)
+rows = score_through_server(repo, env, [("relu", repo / "examples/kernelbench_sample/level1/19_ReLU.py",
+                                          repo / "examples/relu/cuda")])
+Path(os.environ["OUT"], "latency.json").write_text(json.dumps(rows, indent=1))
+EOF
+      ;;
+    pathcost)
+      step "a call's CPU path, piece by piece"
+      timeout 120 python3 bench/scripts/path_cost.py --out "$OUT" 2>&1 | tee "$OUT/pathcost.log" ;;
+    gputests)
+      step "GPU test files"
+      timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+        tests/plugins/backends/test_cuda.py tests/core/eval/test_judge_timing.py tests/core/eval/test_windows.py 2>&1 \
+        | tee "$OUT/gputests.log" | tail -15 ;;
+    nostatic)
+      step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --no-static-guards --shard "${SHARD:-1/1}" 2>&1 \
+        | tee "$OUT/nostatic.log" | cut -c1-200
+      mkdir -p "$OUT/nostatic" && mv "$OUT"/adversarial* "$OUT/nostatic/" 2>/dev/null ;;
+    static)
+      step "adversarial corpus (CUDA), static guards on, timed, shard ${SHARD:-1/1}"
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --shard "${SHARD:-1/1}" 2>&1 \
+        | tee "$OUT/static.log" | cut -c1-200
+      mkdir -p "$OUT/static" && mv "$OUT"/adversarial* "$OUT/static/" 2>/dev/null ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
