@@ -298,7 +298,9 @@ class CandidateCalls:
                          judge_error=True)
         return False
 
-    def budget_bytes(self) -> int:
+    def budget_bytes(self, staged: int = 0) -> int:
+        """The bytes a window's sets and outputs may take: on a GPU a share of the free memory plus
+        ``staged`` (what the sets already allocated for it hold: they are part of the window)."""
         from kag.core.eval.judge_timing import GPU_FREE_SHARE, GPU_INPUT_BUDGET_BYTES, INPUT_BUDGET_BYTES
 
         if not self.cuda:
@@ -306,7 +308,7 @@ class CandidateCalls:
         import torch
 
         free, _total = torch.cuda.mem_get_info()
-        return int(min(GPU_INPUT_BUDGET_BYTES, GPU_FREE_SHARE * free))
+        return int(min(GPU_INPUT_BUDGET_BYTES, GPU_FREE_SHARE * (free + staged)))
 
     def window_calls(self, proc: CandidateProcess, sets: list[list[Any]], per_call_s: float,
                      timeout_s: float) -> int:
@@ -315,7 +317,7 @@ class CandidateCalls:
         from kag.core.eval.judge_timing import choose_calls
 
         per_call_bytes = tree_bytes(self.local) + tree_bytes(self.reference_output)
-        calls = choose_calls(per_call_s, per_call_bytes, self.budget_bytes(), self.cuda)
+        calls = choose_calls(per_call_s, per_call_bytes, self.budget_bytes(len(sets) * tree_bytes(self.local)), self.cuda)
         self.add_sets(proc, calls, timeout_s, sets)
         return calls
 
