@@ -217,7 +217,7 @@ def main() -> int:
         return 0
     names = [t[0] for t in TASKS + EXTRA_TASKS] if args.backend == "cuda" else CPU_TASKS
     only = [n for n in args.only.split(",") if n]
-    extra = {t[0] for t in EXTRA_TASKS}
+    extra = {t[0] for t in EXTRA_TASKS} if args.backend == "cuda" else set()
     names = [n for n in names if n in only] if only else [n for n in names if n not in extra]
     cache_dir = tempfile.mkdtemp(prefix="kag-fid-cache-")
     out = Path(args.out) if args.out else None
