@@ -252,8 +252,12 @@ class Harness:
                 word = _read_exact(self.go_fd, WORD.size)
                 op, arg = unpack(word)
                 if op in (OP_CALL, OP_NULL):
-                    phase = f"call {arg} of a window" if op == OP_CALL else "a null window"
-                    self.call(word, arg) if op == OP_CALL else self.null_call(word)
+                    if op == OP_CALL:
+                        phase = f"call {arg} of a window"
+                        self.call(word, arg)
+                    else:
+                        phase = "a null window"
+                        self.null_call(word)
                     if self.bell is not None and self.fast:
                         phase = "a window"
                         self.rest_of_window(word)

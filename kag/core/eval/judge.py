@@ -246,8 +246,8 @@ class Judge(CandidateCalls):
     def time_runner(self, name: str) -> list[float]:
         """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
         first window), then timed and null windows in a secret order. Per-call milliseconds."""
-        from kag.core.eval.judge_calls import timed_windows, window_summary
-        from kag.core.eval.judge_timing import Plan, estimate_plan, warm_per_call_s, warmup_windows
+        from kag.core.eval.judge_calls import window_summary
+        from kag.core.eval.judge_timing import Plan, estimate_plan, timed_windows, warm_per_call_s, warmup_windows
         from kag.core.eval.judge_windows import run_windows
 
         spec = self.spec

@@ -60,15 +60,6 @@ def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | N
     return round(median(xs) * scale, digits) if xs else None
 
 
-def timed_windows(calls: int, num_timed: int, gpu: bool = False) -> int:
-    """Timed windows of a timing (and as many short ones): ``num_timed`` where a CPU window holds one
-    call; where a window holds several (each window averages its calls), a third of that, at least
-    20 (or ``num_timed`` if fewer). A GPU window holds one call only when that call is a few
-    milliseconds long or its inputs fill the memory budget: its jitter is a small share of it, and
-    as many windows do as for several calls (100 windows of a 6.4 GB ReLU took 35 s)."""
-    return num_timed if calls == 1 and not gpu else max(min(num_timed, 20), num_timed // 3)
-
-
 def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
     """What the report says of one side's windows."""
     return {"calls_per_window": timing.calls, "calls_per_short_window": timing.short_calls,
@@ -323,7 +314,8 @@ class CandidateCalls:
 
     def timed_windows(self, cand: CandidateProcess) -> bool:
         from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming, estimate_plan,
-                                                recheck_probability, warm_per_call_s, warmup_windows)
+                                                recheck_probability, timed_windows, warm_per_call_s,
+                                                warmup_windows)
         from kag.core.eval.judge_windows import run_windows
 
         spec = self.spec
@@ -420,15 +412,13 @@ class CandidateCalls:
 
     def verify_pending(self, timing: Any) -> bool:
         """Compare the captured outputs (after the last window); a mismatch fails the evaluation."""
+        from kag.core.eval.output_samples import verify_sampled
+
         pending, self.pending = self.pending, []
         for kind, seed, out, window in pending:
             where = f"a {kind} call (one of those compared in secret)"
-            if self.sample_plan is not None:
-                from kag.core.eval.output_samples import verify_sampled
-
-                mismatch = verify_sampled(self, self.sample_plan, out, seed, where)
-            else:
-                mismatch = self.verify(out, seed, where)
+            mismatch = (verify_sampled(self, self.sample_plan, out, seed, where) if self.sample_plan is not None
+                        else self.verify(out, seed, where))
             if mismatch is not None:
                 self.fail("mismatch", f"{where}: {mismatch}")
                 return False

@@ -76,6 +76,7 @@ class CallObserver:
         self._prof: Any = None
         self.calls = 0
         self.error: str | None = None
+        self._range_type: Any = _range_class()  # resolved once: it is entered on every call
 
     def start(self) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -113,7 +114,7 @@ class CallObserver:
             import contextlib
 
             return contextlib.nullcontext()
-        return _range_class()(name)
+        return self._range_type(name)
 
     def stop(self) -> Observations:
         obs = Observations(calls=self.calls, error=self.error)

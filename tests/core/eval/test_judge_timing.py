@@ -200,7 +200,7 @@ def test_a_gpu_window_of_one_long_call_gets_as_few_windows_as_several_calls():
     """A GPU window holds one call only when the call is milliseconds long or its inputs fill the
     budget: 100 windows of a 6.4 GB ReLU, each with its refill, took 35 s; a third do (the CPU's
     one-call windows keep num_timed: its calls vary 5x)."""
-    from kag.core.eval.judge_calls import timed_windows
+    from kag.core.eval.judge_timing import timed_windows
     from kag.core.eval.judge_timing import GPU_WARMUP_WINDOWS, warmup_windows
 
     assert timed_windows(1, 100) == 100
