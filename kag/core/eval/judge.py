@@ -90,6 +90,7 @@ class Judge(CandidateCalls):
         self.calls_seen = 0  # the candidate's calls so far, every window's
         self.compared_at: list[int] = []  # which of them had their outputs compared
         self.defer_checks = False
+        self._window_budget: int | None = None  # every window's memory budget (judge_calls.window_budget)
         self.sample_plan: Any = None  # secret positions where large GPU outputs are re-checked (output_samples)
         self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
 

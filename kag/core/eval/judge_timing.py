@@ -64,12 +64,14 @@ WINDOW_TARGET_S = 0.005  # a GPU window holds about this much work. A CPU window
 # closer to 1 than they are
 MAX_CALLS = 512  # calls in one window
 INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (on the CPU)
-GPU_INPUT_BUDGET_BYTES = 24 << 30  # ... on a GPU, and at most GPU_FREE_SHARE of its free memory (the window's sets
+GPU_INPUT_BUDGET_BYTES = 24 << 30  # ... on a GPU, and at most GPU_FREE_SHARE of its free memory (the sets
 GPU_FREE_SHARE = 0.45  # already staged counted back in): windows of an H100 hold 144-247 calls of a 13-24 us
-# kernel. Where two calls do not fit, a window holds one, less null windows, and reads 0.2-0.3 ms high on an
-# H100 (the first call's cold start after a resume is in a call's window, not in a null one): a 3.4 ms sum
-# read +9.6% where the candidate had windows of two calls and eager, timed while the candidate held its
-# sets, of one (bench/results/2026-11-26-issue27-h100)
+# kernel. One budget for both sides, fixed after the checks (judge_calls.window_budget): where two calls do
+# not fit, a window holds one, less null windows, and reads 0.2-0.3 ms high on an H100 (the first call's cold
+# start after a resume is in a call's window, not in a null one); when eager, timed while the candidate held
+# its sets, was sized from what was left, a 3.4 ms sum got windows of one call there and of two for the
+# candidate, and read +9.6% (bench/results/2026-11-26-issue27-h100)
+GPU_RESERVE_BYTES = 1 << 30  # free memory a window leaves (the call's own workspace, the allocator's slack)
 NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where windows hold one call
 MIN_NULL = 10
 SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples

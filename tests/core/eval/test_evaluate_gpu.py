@@ -159,3 +159,32 @@ def test_a_large_output_is_rechecked_on_a_secret_sample_and_skipped_work_is_caug
                 return out
     ''')), opts(tmp_path, num_timed=100, warmup=10))
     assert half.error_kind == "mismatch" and "compared in secret" in half.error, half.error
+
+
+@pytest.mark.slow
+def test_both_sides_get_windows_of_the_same_length_where_memory_is_tight(tmp_path):
+    """KernelBench level1/47 (8.6 GB of input a call): the candidate's windows and eager's are sized
+    from one budget, so eager, timed while the candidate holds its sets, gets windows as long as the
+    candidate's (it got one call where the candidate had two: +9.6% on an H100)."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[3] / "examples/kernelbench_sample/level1/47_Sum_reduction_over_a_dimension.py"
+    task = Task(name="level1/47", source="kernelbench", code=path.read_text(), path=str(path))
+    result = evaluate(task, Solution(model_new=textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.dim = dim
+
+            def forward(self, x):
+                return x.sum(dim=self.dim, keepdim=True)
+    ''')), opts(tmp_path, num_timed=20, use_baseline_cache=False))
+    assert result.ok, result.error
+    calibration = result.metadata["calibration"]
+    eager = calibration["baselines"]["eager"]
+    print("level1/47 windows:", calibration["calls_per_window"], eager["calls_per_window"],
+          calibration.get("window_budget_bytes"), result.times_ms)
+    assert calibration["calls_per_window"] == eager["calls_per_window"] >= 2
