@@ -424,7 +424,8 @@ class Harness:
             wall = arg.get("wall")
             if wall is not None:
                 walled = fatbin_wall.raise_wall(allow_cublas=bool(wall.get("allow_cublas", True)),
-                                                allow_cudnn=bool(wall.get("allow_cudnn", True)))
+                                                allow_cudnn=bool(wall.get("allow_cudnn", True)),
+                                                sections=wall.get("sections"))
                 layers.append(f"fatbin wall ({len(walled)} libraries)")
         mark("candidate", "profiler warmed up")
         try:

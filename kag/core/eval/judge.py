@@ -414,7 +414,11 @@ def judge_main(conn: Any) -> None:
         env = {"CUDA_VISIBLE_DEVICES": spec.visible_devices} if spec.visible_devices is not None else {}
         wall = None  # PyTorch's CUDA kernels out of the candidate's reach, where the policy forbids them
         if spec.device.startswith("cuda") and plan.seccomp and "no-torch-fallback" in spec.runtime_guards:
+            from kag.core.eval.build import cache_root
+            from kag.core.trust.fatbin_wall import fatbin_sections
+
             wall = {k: bool(spec.guard_options.get(k, True)) for k in ("allow_cublas", "allow_cudnn")}
+            wall["sections"] = fatbin_sections(cache_dir=str(cache_root()))  # unreadable to the candidate
         early.resume()
         early.ring(3)  # OP_MSG: prepare runs while the judge loads the reference
         # a GPU machine has cores to spare for polling a shared word; KAG_BELL=1/0 forces it (tests)
@@ -426,7 +430,10 @@ def judge_main(conn: Any) -> None:
         judge.runner = runner
         report = judge.report
         mark("judge", "reference model and inputs made")
-        prepared = early.receive(spec.timeouts.load_s, "starting the candidate process")
+        try:  # no solution code has run in it yet: a failure here (the fatbin wall's) is the evaluator's
+            prepared = early.receive(spec.timeouts.load_s, "starting the candidate process")
+        except CandidateFailure as exc:
+            raise RuntimeError(f"preparing the candidate process: {exc}") from exc
         if prepared[0] != "prepared":
             raise CandidateFailure("exception", f"starting the candidate: unexpected reply {prepared[0]!r}")
         early.stop()

@@ -11,7 +11,10 @@ other PyTorch CUDA kernel fails to load ("device kernel image is invalid"), whoe
 a Python op, a C++ ``at::cuda::`` or ``at::native::`` call, ``redispatch``, a function pointer found
 with ``dlsym``, an operator run with RecordFunction switched off. The bytes are gone from this
 process; the files they came from are unreadable to it (kag.core.trust.isolation leaves them out of
-Landlock's read rules), so they cannot be loaded again. Measured on an H100 (2026-11-26,
+Landlock's read rules), so they cannot be loaded again. For the same reason the candidate cannot read
+where in those files the GPU code lies: the judge reads it (``fatbin_sections``) and hands it over,
+and a library found neither there nor in a readable file stops the wall (it once skipped every
+library this way and covered none: bench/results/2026-11-26-issue28-gpu). Measured on an H100 (2026-11-26,
 bench/results/2026-11-26-90fca86-h100): fills ran, relu/add/sum failed, a cuBLAS matmul and an
 NVRTC kernel of the process's own ran; raising the wall took 55 ms.
 
@@ -112,10 +115,27 @@ def preload(device: str) -> None:
     torch.cuda.synchronize()
 
 
-def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True) -> list[str]:
+def wall_section(path: str, sections: dict[str, Any] | None = None) -> tuple[int, int] | None:
+    """Where the GPU code of the mapped library ``path`` lies, from ``sections`` (real path ->
+    (address, size), read by the judge: the candidate cannot read these files once Landlock is on)
+    or from the file itself. Raises OSError when the file cannot be read and ``sections`` does not
+    know it: a library whose code cannot be found must not be skipped (the candidate walled 0
+    libraries on an H100 that way, and PyTorch's kernels ran)."""
+    real = os.path.realpath(path)
+    known = (sections or {}).get(real)
+    if known is not None:
+        return (int(known[0]), int(known[1])) if known else None
+    with open(real, "rb"):  # raises where Landlock (or anything else) denies it
+        pass
+    return elf_section(real)
+
+
+def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True,
+               sections: dict[str, Any] | None = None) -> list[str]:
     """Map anonymous read-only pages over the GPU code of every loaded library the policy does not
-    allow (bytes of other sections sharing the first and last page are kept). Returns the names of
-    the libraries walled; raises OSError when a mapping fails (the candidate must not go on)."""
+    allow (bytes of other sections sharing the first and last page are kept). ``sections``: see
+    ``wall_section``. Returns the names of the libraries walled; raises OSError when a library's
+    code cannot be found or a mapping fails (the candidate must not go on)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -125,7 +145,10 @@ def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True) -> list[str]
     for path, base in sorted(mapped_libraries().items()):
         if allowed(path, allow_cublas, allow_cudnn):
             continue
-        found = elf_section(path)
+        try:
+            found = wall_section(path, sections)
+        except OSError as exc:
+            raise OSError(exc.errno, f"the fatbin wall could not read {path} to find its GPU code: {exc.strerror}") from exc
         if found is None:
             continue
         addr, size = base + found[0], found[1]
@@ -174,47 +197,55 @@ def library_roots() -> list[str]:
     return sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})
 
 
-def _scan(roots: Iterable[str]) -> list[str]:
-    found = []
+def _scan(roots: Iterable[str]) -> dict[str, list[int]]:
+    found = {}
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d not in ("__pycache__", "tests", "include")]
             for name in filenames:
                 if (name.endswith(".so") or ".so." in name) and not name.endswith(".py"):
                     path = os.path.join(dirpath, name)
-                    if os.path.isfile(path) and not os.path.islink(path) and elf_section(path) is not None:
-                        found.append(path)
-    return sorted(found)
+                    if os.path.isfile(path) and not os.path.islink(path):
+                        section = elf_section(path)
+                        if section is not None:
+                            found[path] = list(section)
+    return dict(sorted(found.items()))
 
 
-def fatbin_files(allow_cublas: bool = True, allow_cudnn: bool = True, cache_dir: str | None = None) -> list[str]:
-    """Every library file under ``library_roots()`` with GPU code the policy does not allow, real
-    paths. The scan (a few seconds on a full CUDA environment) is cached in the evaluator's cache,
-    keyed by the roots and their modification times."""
+def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
+    """Every library file under ``library_roots()`` with GPU code, real path -> (address, size) of
+    its ``.nv_fatbin`` section. Read by the judge and handed to the candidate, which raises the
+    wall after Landlock has made these files unreadable to it. The scan (a few seconds on a full
+    CUDA environment) is cached in the evaluator's cache, keyed by the roots and their
+    modification times."""
     roots = library_roots()
     stamp = {r: _tree_stamp(r) for r in roots}
-    cache = os.path.join(cache_dir, "fatbin_libraries.json") if cache_dir else None
-    files: list[str] | None = None
+    cache = os.path.join(cache_dir, "fatbin_sections.json") if cache_dir else None
     if cache:
         try:
             with open(cache) as f:
                 data = json.load(f)
             if data.get("stamp") == stamp:
-                files = list(data["files"])
-        except (OSError, ValueError, KeyError):
-            files = None
-    if files is None:
-        files = _scan(roots)
-        if cache:
-            try:
-                os.makedirs(os.path.dirname(cache), exist_ok=True)
-                tmp = f"{cache}.{os.getpid()}"
-                with open(tmp, "w") as f:
-                    json.dump({"stamp": stamp, "files": files}, f)
-                os.replace(tmp, cache)
-            except OSError:
-                pass
-    return [p for p in files if not allowed(p, allow_cublas, allow_cudnn)]
+                return {str(k): list(v) for k, v in data["sections"].items()}
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass
+    sections = _scan(roots)
+    if cache:
+        try:
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            tmp = f"{cache}.{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump({"stamp": stamp, "sections": sections}, f)
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return sections
+
+
+def fatbin_files(allow_cublas: bool = True, allow_cudnn: bool = True, cache_dir: str | None = None) -> list[str]:
+    """Every library file under ``library_roots()`` with GPU code the policy does not allow, real
+    paths (``fatbin_sections``)."""
+    return [p for p in fatbin_sections(cache_dir) if not allowed(p, allow_cublas, allow_cudnn)]
 
 
 def _tree_stamp(root: str) -> list[Any]:
