@@ -6,8 +6,9 @@ in C++, tensor subclasses.
 
 Runtime (in the judge, on the kernel records of every call, kag.core.eval.observe): the calls of a
 window must not run concurrently on the GPU, one call must not do the GPU work of the others, and
-no call may launch nothing while the others launch kernels. A window times several calls back to
-back; a solution that knows it and overlaps them, or computes later calls' outputs early, would be
+no call may launch nothing while the others launch kernels, and no kernel may be launched by a
+thread other than the one calling forward (its launch lies in no call, so no call is charged with
+it). A window times several calls back to back; a solution that knows it and overlaps them, or computes later calls' outputs early, would be
 credited the throughput of many calls, not one call's time.
 
 What makes hidden work pointless at run time is the judge, not this guard: the candidate is
@@ -91,12 +92,17 @@ class NoHiddenWork(GuardBase):
         if obs.idle_calls > max(2, IDLE_SHARE * obs.calls):
             found.append(self.violation("ModelNew.forward", f"{obs.idle_calls} of {obs.calls} calls launched no GPU work "
                                         "while the others did: their work was done by other calls"))
+        if obs.thread_launches > max(2, THREAD_SHARE * obs.calls):
+            found.append(self.violation("ModelNew.forward", f"{obs.thread_launches} GPU kernels were launched by a thread "
+                                        "other than the one calling forward: a call's work must be launched by the call"))
         return found
 
 
 OVERLAP_SHARE = 0.01
 UNEVEN_WINDOWS = 0.5
 IDLE_SHARE = 0.1
+THREAD_SHARE = 0.01  # kernels launched by another thread, per call: an H200 gave an honest diag_matmul one such
+# launch (a link Kineto did not record) in 1 of 5 evaluations; a solution's thread launches on every call
 
 
 @hookimpl
