@@ -6,7 +6,11 @@
 #   gputests   the GPU test files
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
 #   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N)
-#   static     the same with the static guards on
+#   static     the same with the static guards on (ONLY=a,b: those cases only, either stage)
+#   wallprobe  why the fatbin wall held in a bare process and not in the candidate; a thread's launches
+#              as the observer records them (bench/scripts/gpu_probe_wall_threads.py)
+#   threadprobe  what the observer records of kernels launched by other threads (gpu_probe_thread_launches.py)
+#   budget     the GPU test of both sides' windows sized from one budget (level1/47, 8.6 GB a call)
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
 source bench/device_env.sh
 for stage in "$@"; do
@@ -43,14 +47,24 @@ EOF
         | tee "$OUT/gputests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
-      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --no-static-guards --shard "${SHARD:-1/1}" 2>&1 \
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --no-static-guards --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
         | tee "$OUT/nostatic.log" | cut -c1-200
       mkdir -p "$OUT/nostatic" && mv "$OUT"/adversarial* "$OUT/nostatic/" 2>/dev/null ;;
     static)
       step "adversarial corpus (CUDA), static guards on, timed, shard ${SHARD:-1/1}"
-      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --shard "${SHARD:-1/1}" 2>&1 \
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
         | tee "$OUT/static.log" | cut -c1-200
       mkdir -p "$OUT/static" && mv "$OUT"/adversarial* "$OUT/static/" 2>/dev/null ;;
+    wallprobe)
+      step "the fatbin wall, step by step; a thread's kernel launches"
+      timeout "${PROBE_TIMEOUT:-400}" python3 bench/scripts/gpu_probe_wall_threads.py 2>&1 | tee "$OUT/wallprobe.log" | cut -c1-600 ;;
+    threadprobe)
+      step "kernel launches by thread, as the observer records them"
+      timeout 240 python3 bench/scripts/gpu_probe_thread_launches.py 2>&1 | tee "$OUT/threadprobe.log" | cut -c1-900 ;;
+    budget)
+      step "both sides' windows from one budget (GPU test)"
+      timeout 240 python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+        -k same_length 2>&1 | tee "$OUT/budget.log" | tail -8 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
