@@ -9,6 +9,7 @@
 #   static     the same with the static guards on (ONLY=a,b: those cases only, either stage)
 #   wallprobe  why the fatbin wall held in a bare process and not in the candidate; a thread's launches
 #              as the observer records them (bench/scripts/gpu_probe_wall_threads.py)
+#   steady4    the same on every GPU of the host at once, one process per GPU (its own cache), N_GPUS=4
 #   threadprobe  what the observer records of kernels launched by other threads (gpu_probe_thread_launches.py)
 #   budget     the GPU test of both sides' windows sized from one budget (level1/47, 8.6 GB a call)
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
@@ -37,6 +38,15 @@ rows = score_through_server(repo, env, [("relu", repo / "examples/kernelbench_sa
 Path(os.environ["OUT"], "latency.json").write_text(json.dumps(rows, indent=1))
 EOF
       ;;
+    steady4)
+      step "steadiness with every GPU busy: one scorer per GPU"
+      for i in $(seq 0 $(( ${N_GPUS:-4} - 1 ))); do
+        CUDA_VISIBLE_DEVICES=$i KAG_CACHE_DIR=/tmp/kag-cache-$i timeout "${STEADY_TIMEOUT:-300}" python3 \
+          bench/scripts/timing_fidelity.py --only diag_matmul,gemm_divide_sum_scaling --repeat 5 --compile \
+          --out "$OUT/steady4/gpu$i" > "/tmp/steady4_gpu$i.log" 2>&1 &
+      done
+      wait
+      tail -n 3 /tmp/steady4_gpu*.log; cat "$OUT"/steady4/gpu*/steadiness.md ;;
     pathcost)
       step "a call's CPU path, piece by piece"
       timeout 120 python3 bench/scripts/path_cost.py --out "$OUT" 2>&1 | tee "$OUT/pathcost.log" ;;
