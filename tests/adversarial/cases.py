@@ -78,6 +78,9 @@ def _attack(name: str, backends: tuple[str, ...], expect: str, detail: str = "",
         d = dict(kw)
         per_backend = d.pop("by_backend", {}).get(b, {})
         d.update(per_backend)
+        if b == "cuda" and d.get("expect", expect) == "no-torch-fallback":
+            # on a GPU the fatbin wall stops PyTorch's kernels before any guard reads the report
+            d["also"] = (*d.get("also", ()), ("cuda_error", "PyTorch's own CUDA kernels"))
         out.append(Case(name=name, path=d.pop("path", CASES_DIR / name / b), backend=b, task=d.pop("task", _task(b)),
                         expect=d.pop("expect", expect), detail=d.pop("detail", detail), **d))
     return out
@@ -223,6 +226,14 @@ ATTACKS: list[Case] = [
     *_attack("late_fallback_python", BOTH, "no-torch-fallback", "aten::relu", timed=True,
              family="kernel records on every call", also=(("no-torch-fallback", "torch.relu"),),
              by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
+    # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
+    *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
+             require_output="mremap refused", forbid_output="wall undone",
+             also=(("no-torch-fallback", "imports"), ("kernel-provenance", ""))),
+    *_attack("wall_mremap_python", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
+             require_output="mremap refused", forbid_output="wall undone",
+             also=(("no-torch-fallback", "imports"), ("no-hidden-work", "ctypes"), ("kernel-provenance", ""))),
     # -- re-checks that carry no information: no budget to use up, no pause that tells
     *_attack("skip_after_budget", BOTH, "mismatch", "", timed=True, family="re-checks that carry no information",
              also=(("evaluator", "some calls only"),)),

@@ -65,7 +65,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "add_key": 248, "request_key": 249, "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "userfaultfd": 323, "mount": 165, "umount2": 166, "pivot_root": 155,
         "chroot": 161, "kexec_load": 246, "init_module": 175, "finit_module": 313, "delete_module": 176,
-        "capset": 126, "prctl": 157,
+        "capset": 126, "prctl": 157, "mremap": 25, "remap_file_pages": 216,
     },
     "aarch64": {
         "seccomp": 277, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "execve": 221,
@@ -75,6 +75,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "request_key": 218, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "userfaultfd": 282, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "kexec_load": 104,
         "init_module": 105, "finit_module": 273, "delete_module": 106, "capset": 91, "prctl": 167,
+        "mremap": 216, "remap_file_pages": 234,
     },
 }
 # Refused outright: reading or writing other processes, leaving the sandbox, kernel attack surface.
@@ -84,6 +85,9 @@ ALWAYS_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open"
                  "userfaultfd", "mount", "umount2", "pivot_root", "chroot", "kexec_load", "init_module",
                  "finit_module", "delete_module")
 NO_EXEC = ("execve", "execveat")
+# a candidate (no exec): growing a file mapping would read a walled library's GPU code back from the
+# page cache (kag.core.trust.fatbin_wall); glibc's realloc falls back to copying when mremap fails
+NO_REMAP = ("mremap", "remap_file_pages")
 NO_FORK = ("fork", "vfork")
 
 
@@ -327,7 +331,7 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
     if machine not in SYSCALLS:
         raise ConfinementError(f"seccomp filter: unsupported architecture {machine}")
     nrs = SYSCALLS[machine]
-    denied = [nrs[n] for n in ALWAYS_DENIED + (NO_EXEC if no_exec else ()) + (NO_FORK if no_fork else ())
+    denied = [nrs[n] for n in ALWAYS_DENIED + (NO_EXEC + NO_REMAP if no_exec else ()) + (NO_FORK if no_fork else ())
               if n in nrs]
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     prog: list[bytes] = [_bpf(BPF_LD_W_ABS, OFF_ARCH), _bpf(BPF_JEQ_K, AUDIT_ARCH[machine], 1, 0),

@@ -35,8 +35,10 @@ FATBIN = ".nv_fatbin"
 CUBLAS = re.compile(r"^libcublas(Lt)?\.so")
 CUDNN = re.compile(r"^libcudnn")
 # NVRTC (the nvrtc backend compiles the solution's kernels with it, at run time), the profiler that
-# records every call's kernels (CUPTI), and the CUDA runtime's own helpers
-ALWAYS_ALLOWED = re.compile(r"^(libnvrtc|libcupti|libnvperf|libnvJitLink|libcudart|libnvToolsExt|libpc_sampling)")
+# records every call's kernels (CUPTI), the CUDA runtime's own helpers, and the driver (libcuda, and the
+# parts it loads when it needs them, libnvidia-ptxjitcompiler for a solution's PTX): none is PyTorch's
+ALWAYS_ALLOWED = re.compile(r"^(libnvrtc|libcupti|libnvperf|libnvJitLink|libcudart|libnvToolsExt|libpc_sampling"
+                            r"|libcuda\.so|libnvidia-)")
 PROT_READ, PROT_WRITE = 1, 2
 MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
 
@@ -75,11 +77,14 @@ def mapped_libraries() -> dict[str, int]:
     bases: dict[str, int] = {}
     with open("/proc/self/maps") as f:
         for line in f:
-            parts = line.split()
-            if len(parts) < 6 or not (parts[5].endswith(".so") or ".so." in parts[5]):
+            parts = line.rstrip("\n").split(None, 5)  # a path may hold spaces
+            if len(parts) < 6:
                 continue
-            if int(parts[2], 16) == 0 and parts[5] not in bases:
-                bases[parts[5]] = int(parts[0].split("-")[0], 16)
+            path = parts[5].removesuffix(" (deleted)")  # replaced on disk since it was loaded: found by its name
+            if not (path.endswith(".so") or ".so." in path):
+                continue
+            if int(parts[2], 16) == 0 and path not in bases:
+                bases[path] = int(parts[0].split("-")[0], 16)
     return bases
 
 
@@ -182,19 +187,25 @@ def explain(message: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # the files the wall's bytes come from: kept out of the candidate's reach (Landlock)
 def library_roots() -> list[str]:
-    """Where Python packages and CUDA toolkits keep libraries with GPU code."""
-    import site
-    import sys
+    """Every folder a candidate may read (kag.core.trust.confine.system_read_paths: /usr, /opt, /lib,
+    this interpreter, its import path, CUDA): a copy of a library with GPU code anywhere there could be
+    loaded fresh, its code intact. Only site-packages and the CUDA toolkit were scanned before, so a
+    copy under /usr/lib, /opt or a conda prefix stayed readable."""
+    from kag.core.trust.confine import system_read_paths
 
-    roots = [p for p in sys.path if p and os.path.isabs(p) and os.path.basename(p) in ("site-packages", "dist-packages")]
-    try:
-        roots += site.getsitepackages()
-    except AttributeError:
-        pass
-    for cuda in ("/usr/local/cuda", os.environ.get("CUDA_HOME") or ""):
-        if cuda:
-            roots += [os.path.join(cuda, "lib64"), os.path.join(cuda, "targets")]
-    return sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})
+    roots = [os.path.realpath(p) for p in system_read_paths()]
+    roots += [os.path.realpath(os.path.join(c, d)) for c in ("/usr/local/cuda", os.environ.get("CUDA_HOME") or "")
+              if c for d in ("lib64", "targets")]
+    return sorted({r for r in roots if os.path.isdir(r) and not r.startswith(("/proc", "/sys", "/dev", "/etc"))})
+
+
+def _outermost(roots: Iterable[str]) -> list[str]:
+    """``roots`` less those inside another (each tree is scanned once)."""
+    out: list[str] = []
+    for root in sorted(roots):
+        if not any(root == o or root.startswith(o.rstrip("/") + "/") for o in out):
+            out.append(root)
+    return out
 
 
 def _scan(roots: Iterable[str]) -> dict[str, list[int]]:
@@ -216,26 +227,27 @@ def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
     """Every library file under ``library_roots()`` with GPU code, real path -> (address, size) of
     its ``.nv_fatbin`` section. Read by the judge and handed to the candidate, which raises the
     wall after Landlock has made these files unreadable to it. The scan (a few seconds on a full
-    CUDA environment) is cached in the evaluator's cache, keyed by the roots and their
-    modification times."""
+    CUDA environment) is cached in the evaluator's cache, keyed by the modification times of the
+    roots, their folders, and the folders that held such a library (a reinstall rewrites those)."""
     roots = library_roots()
-    stamp = {r: _tree_stamp(r) for r in roots}
+    stamp: dict[str, Any] = {r: _tree_stamp(r) for r in roots}
     cache = os.path.join(cache_dir, "fatbin_sections.json") if cache_dir else None
     if cache:
         try:
             with open(cache) as f:
                 data = json.load(f)
-            if data.get("stamp") == stamp:
-                return {str(k): list(v) for k, v in data["sections"].items()}
+            held = {str(k): list(v) for k, v in data["sections"].items()}
+            if data.get("stamp") == stamp and data.get("holders") == _holder_stamp(held):
+                return held
         except (OSError, ValueError, KeyError, AttributeError):
             pass
-    sections = _scan(roots)
+    sections = _scan(_outermost(roots))
     if cache:
         try:
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             tmp = f"{cache}.{os.getpid()}"
             with open(tmp, "w") as f:
-                json.dump({"stamp": stamp, "sections": sections}, f)
+                json.dump({"stamp": stamp, "holders": _holder_stamp(sections), "sections": sections}, f)
             os.replace(tmp, cache)
         except OSError:
             pass
@@ -255,3 +267,15 @@ def _tree_stamp(root: str) -> list[Any]:
         return [os.stat(root).st_mtime_ns] + [[e.name, e.stat().st_mtime_ns] for e in entries if e.is_dir()]
     except OSError:
         return []
+
+
+def _holder_stamp(sections: dict[str, Any]) -> list[Any]:
+    """The modification times of the folders holding the libraries found (a reinstall of torch or
+    of a CUDA package replaces files there)."""
+    out = []
+    for folder in sorted({os.path.dirname(p) for p in sections}):
+        try:
+            out.append([folder, os.stat(folder).st_mtime_ns])
+        except OSError:
+            out.append([folder, None])
+    return out

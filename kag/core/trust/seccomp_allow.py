@@ -16,6 +16,9 @@ architecture), narrowed where a candidate needs less than a container:
 - signals only to itself (``kill``/``tgkill`` with its own pid, 0 or its group; no ``tkill``,
   ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``, ``pidfd_*``);
 - no ``ptrace``, ``process_vm_*`` (Docker allows them from kernel 4.8), no ``io_uring_*``;
+- no ``mremap`` or ``remap_file_pages``: growing what is left of a library's file mapping over the
+  pages the fatbin wall replaced would read PyTorch's GPU code back from the page cache, no open
+  needed (tests/core/trust/test_fatbin_wall.py does it without the filter);
 - ``get_mempolicy``/``mbind``/``set_mempolicy`` added (Docker gates them on CAP_SYS_NICE; they act
   on the caller's own memory, and NUMA-aware allocators call them).
 
@@ -47,11 +50,11 @@ ALLOWED = (
     "listen", "listxattr", "llistxattr", "lremovexattr", "lseek", "lsetxattr", "lstat", "madvise", "membarrier",
     "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod", "mknodat", "mlock", "mlock2", "mlockall",
     "mmap", "mprotect", "mq_getsetattr", "mq_notify", "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink",
-    "mremap", "msgctl", "msgget", "msgrcv", "msgsnd", "msync", "munlock", "munlockall", "munmap", "name_to_handle_at",
+    "msgctl", "msgget", "msgrcv", "msgsnd", "msync", "munlock", "munlockall", "munmap", "name_to_handle_at",
     "nanosleep", "newfstatat", "open", "openat", "openat2", "pause", "pipe", "pipe2", "pkey_alloc", "pkey_free",
     "pkey_mprotect", "poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64", "pselect6", "pwrite64",
     "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg",
-    "remap_file_pages", "removexattr", "rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
+    "removexattr", "rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
     "rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
     "sched_getaffinity", "sched_getattr", "sched_getparam", "sched_get_priority_max", "sched_get_priority_min",
     "sched_getscheduler", "sched_rr_get_interval", "sched_setaffinity", "sched_setattr", "sched_setparam",
@@ -72,7 +75,10 @@ ALLOWED = (
 # what Docker allows and a candidate may not (documented: the tests refuse each from C++)
 REMOVED_FROM_DOCKER = ("execve", "execveat", "fork", "vfork", "io_uring_enter", "io_uring_register", "io_uring_setup",
                        "pidfd_open", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "tkill",
-                       "process_mrelease", "ptrace", "process_vm_readv", "process_vm_writev")
+                       "process_mrelease", "ptrace", "process_vm_readv", "process_vm_writev",
+                       # growing a file mapping reads a walled library's GPU code back from the page cache
+                       # (kag.core.trust.fatbin_wall); glibc's realloc copies instead when mremap fails
+                       "mremap", "remap_file_pages")
 CLONE_THREAD = 0x00010000
 SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/INET6 (a network namespace of
 # its own), AF_NETLINK (interface queries); never AF_VSOCK, which no network namespace confines

@@ -87,3 +87,125 @@ def test_a_library_the_candidate_cannot_read_is_found_in_the_judges_table_or_ref
     got = landlocked(tmp_path, lib, [lambda t=t: wall_section(str(lib), t) for t in tables])
     assert got == ["denied", "(4096, 512)", "None"], got
     assert wall_section(str(lib), {}) is None  # readable here: the file itself says it has no GPU code
+
+
+# ---------------------------------------------------------------------------------------------
+# the wall undone by growing a file mapping (mremap), and the candidate's filter refusing it
+FAKE_GPU_CODE = r"""
+#define PAGE 4096
+__attribute__((section(".nv_fatbin"), used, aligned(PAGE)))
+const unsigned char gpu_code[3 * PAGE] = {%s};
+unsigned char code_byte(int i) { return ((volatile const unsigned char*)gpu_code)[i]; }
+"""
+ATTACK = Path(__file__).resolve().parents[2] / "adversarial" / "cases" / "wall_mremap_python" / "cuda" / "model_new.py"
+
+
+def fake_gpu_library(folder: Path) -> Path:
+    """A shared library with a ``.nv_fatbin`` section of three pages of 0x5A (built with gcc)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    src, lib = folder / "fake_gpu.c", folder / "libfake_gpu.so"
+    src.write_text(FAKE_GPU_CODE % ", ".join(["0x5A"] * (3 * 4096)))
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def undo_wall(library: str) -> str:
+    """The corpus's attack (tests/adversarial/cases/wall_mremap_python, run on an H100 in
+    bench/results/2026-11-27-issue28-mremap): grow what is left of the library's file mapping in
+    place over the walled pages, no open needed. Returns what it printed."""
+    import contextlib
+    import io
+
+    source = ATTACK.read_text().split("class ModelNew")[0].replace("import cuda_extension", "")
+    names: dict = {}
+    exec(compile(source, str(ATTACK), "exec"), names)
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        names["undo_wall"](library)
+    return said.getvalue().strip()
+
+
+def walled_then_attacked(lib: Path, with_filter: bool) -> list[str]:
+    """In a child: load ``lib``, raise the wall, read the GPU code, (the candidate's seccomp filter),
+    try to undo the wall, read again."""
+    import ctypes
+    import json
+
+    from kag.core.trust import seccomp_allow
+    from kag.core.trust.fatbin_wall import raise_wall
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        out: list[str] = []
+        try:
+            fake = ctypes.CDLL(str(lib))
+            fake.code_byte.restype = ctypes.c_ubyte
+            out.append(hex(fake.code_byte(4096)))
+            out.append(",".join(raise_wall(False, False)))
+            out.append(hex(fake.code_byte(4096)))
+            if with_filter:
+                seccomp_allow.apply_allow_list(own_pid=os.getpid())
+            out.append(undo_wall("libfake_gpu"))
+            out.append(hex(fake.code_byte(4096)))
+        except BaseException as exc:  # noqa: BLE001
+            out.append(repr(exc))
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        got = json.loads(fh.read())
+    os.waitpid(pid, 0)
+    return got
+
+
+def test_growing_a_file_mapping_undoes_the_wall_unless_the_filter_refuses_mremap(tmp_path: Path):
+    """The wall leaves the library's other file mappings in place, and they still refer to the file:
+    growing one over the walled pages' file offsets reads the GPU code back from the page cache (no
+    open, so Landlock never sees it). The control shows the corpus's attack works on a real wall
+    (``raise_wall`` over a gcc-built library with a ``.nv_fatbin`` section; on an H100 it brought
+    torch.relu back); the candidate's filter refuses mremap, so the GPU code stays gone."""
+    from kag.core.trust import seccomp_allow
+
+    lib = fake_gpu_library(tmp_path)
+    assert walled_then_attacked(lib, with_filter=False) == ["0x5a", "libfake_gpu.so", "0x0", "wall undone: 1 ranges",
+                                                            "0x5a"]
+    if not seccomp_allow.available():
+        pytest.skip("needs libseccomp")
+    assert walled_then_attacked(lib, with_filter=True) == ["0x5a", "libfake_gpu.so", "0x0", "mremap refused: EPERM",
+                                                           "0x0"]
+
+
+def test_every_folder_a_candidate_may_read_is_scanned_for_gpu_code():
+    """A copy of a library with GPU code anywhere the candidate can read (/usr/lib, /opt, a conda
+    prefix) could be loaded fresh with its code intact: the scan covers what Landlock lets it read,
+    not only site-packages and the CUDA toolkit."""
+    from kag.core.trust.fatbin_wall import library_roots
+
+    roots = library_roots()
+    for folder in ("/usr", "/opt", os.path.realpath(sys.prefix)):
+        if os.path.isdir(folder):
+            assert any(folder == r or folder.startswith(r + "/") for r in roots), (folder, roots)
+    assert not any(r.startswith(("/proc", "/sys", "/etc")) for r in roots)
+
+
+def test_the_section_cache_sees_a_library_added_where_one_was(tmp_path: Path, monkeypatch):
+    import shutil
+
+    from kag.core.trust import fatbin_wall
+
+    lib = fake_gpu_library(tmp_path)
+    pkg = tmp_path / "root" / "pkg" / "lib"
+    pkg.mkdir(parents=True)
+    shutil.copy(lib, pkg / "libfirst.so")
+    monkeypatch.setattr(fatbin_wall, "library_roots", lambda: [str(tmp_path / "root")])
+    cache = tmp_path / "cache"
+    first = fatbin_wall.fatbin_sections(str(cache))
+    assert list(first) == [str(pkg / "libfirst.so")] and first[str(pkg / "libfirst.so")][1] == 3 * 4096
+    shutil.copy(lib, pkg / "libsecond.so")  # deep in the tree: the root's folders do not change
+    assert sorted(fatbin_wall.fatbin_sections(str(cache))) == [str(pkg / "libfirst.so"), str(pkg / "libsecond.so")]
