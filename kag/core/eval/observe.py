@@ -29,7 +29,10 @@ WINDOW_RANGE = "kag::window"  # the calls of one window
 POST_RANGE = "kag::post"  # the hand-over of an output: the harness allocates and fills poison, nothing else
 # (and, on the CPU, moving the output into shared memory: copy_, set_)
 NULL_RANGE = "kag::null"  # a null window's call: the path of a call, nothing of forward (not a call)
-HARNESS_RANGES = (FORWARD_RANGE, POST_RANGE, WINDOW_RANGE, NULL_RANGE)
+# opened by the harness as its session starts, before any call: the thread of the first one is the
+# harness's (a solution thread that opens ranges with the harness's names does not join it)
+HARNESS_MARK = "kag::harness"
+HARNESS_RANGES = (FORWARD_RANGE, POST_RANGE, WINDOW_RANGE, NULL_RANGE, HARNESS_MARK)
 API_CALL = re.compile(r"^cu(da)?[A-Z]")  # a CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernel, ...)
 OVERLAP_SLACK_US = 2.0  # GPU timestamps of two kernels of one stream may touch
 UNEVEN_SHARE = 0.5  # one call holding more than this share of its window's GPU time (windows of 4 calls or more)
@@ -91,6 +94,8 @@ class CallObserver:
         try:
             self._prof = profile(activities=activities, experimental_config=all_threads())
             self._prof.__enter__()
+            with self._range_type(HARNESS_MARK):
+                pass
         except Exception as exc:  # noqa: BLE001 - the guards report that nothing was observed
             self._prof = None
             self.error = f"the profiler could not start: {type(exc).__name__}: {exc}"
@@ -198,9 +203,16 @@ def summarize_events(events: list[Event], obs: Observations) -> None:
     whose launch starts) inside a forward range (any thread) or on any thread but the harness's (a
     thread the solution started works for it, whenever it runs). The harness's own kernels (the
     poison, a null window's fill) and ModelNew's construction are outside them."""
-    # the harness's thread is the one its ranges are on, whichever ranges a session holds
-    marks = [e for e in events if e.name in HARNESS_RANGES and not e.cuda]
-    harness = {e.thread for e in marks}
+    # the harness's thread is the one that opened the session's first mark; its ranges are the
+    # harness's, and each call of forward it made must be among them: fewer means the profiler was
+    # blinded (RecordFunction's callbacks cleared from C++), and then nothing here can be trusted
+    first = min((e for e in events if e.name == HARNESS_MARK and not e.cuda), key=lambda e: e.start, default=None)
+    harness = {first.thread} if first is not None else set()
+    marks = [e for e in events if e.name in HARNESS_RANGES and not e.cuda and e.thread in harness]
+    seen = sum(1 for e in marks if e.name == FORWARD_RANGE)
+    if seen < obs.calls:
+        obs.error = obs.error or (f"the profiler saw {seen} of the {obs.calls} calls of forward (its callbacks "
+                                  "were removed or switched off)")
     inside = _within([(e.start, e.end) for e in marks if e.name == FORWARD_RANGE])
     in_post = _within([(e.start, e.end) for e in marks if e.name == POST_RANGE])
     in_window = _within([(e.start, e.end) for e in marks if e.name == WINDOW_RANGE])

@@ -234,14 +234,15 @@ def test_a_kernel_launched_by_a_thread_of_the_solutions_is_hidden_work():
     thread's ranges and launches on thread 1, a std::thread's launch on thread 2 with no range open.
     Its launch lies in no call, so no call is charged with it (tests/adversarial overlap_threads
     read 0.76x eager and got reward 1)."""
-    from kag.core.eval.observe import FORWARD_RANGE, WINDOW_RANGE, Event, summarize_events
+    from kag.core.eval.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE, Event, summarize_events
     from kag.plugins.guards.hidden_work import NoHiddenWork
 
     def ev(name, start, end, thread=1, cuda=False, corr=0, linked=0):
         return Event(name=name, cuda=cuda, start=start, end=end, thread=thread, corr=corr, linked=linked,
                      annotation=False)
 
-    window = [ev(WINDOW_RANGE, 0, 1000, corr=1)] + [ev(FORWARD_RANGE, 100 * i, 100 * i + 50, corr=2 + i) for i in range(4)]
+    window = [ev(HARNESS_MARK, -1000, -999), ev(WINDOW_RANGE, 0, 1000, corr=1)]
+    window += [ev(FORWARD_RANGE, 100 * i, 100 * i + 50, corr=2 + i) for i in range(4)]
     # (one such launch in a run is noise: Kineto left one honest launch unlinked on an H200)
     honest = window + sum(([ev("cudaLaunchKernel", 100 * i + 10, 100 * i + 12, corr=50 + i, linked=2 + i),
                             ev("relu_kernel", 100 * i + 20, 100 * i + 40, cuda=True, corr=50 + i)] for i in range(4)), [])
@@ -263,3 +264,45 @@ def test_a_kernel_launched_by_a_thread_of_the_solutions_is_hidden_work():
     once = Observations(calls=4)
     summarize_events(honest + [ev("cudaLaunchKernel", 455, 456, corr=99), ev("k", 460, 470, cuda=True, corr=99)], once)
     assert once.thread_launches == 1 and NoHiddenWork().check_observations(once, RunInfo()) == []
+
+
+def test_a_solution_thread_that_opens_the_harness_ranges_does_not_join_the_harness():
+    """The thread rule knew the harness's threads by the names of their ranges: a thread of the
+    solution's that opens ``kag::window``/``kag::post`` and launches inside them passed as the
+    harness, so its launches were nobody's. The harness is now the thread of the session's first
+    mark, opened before any solution code could run in that session."""
+    from kag.core.eval.observe import FORWARD_RANGE, HARNESS_MARK, POST_RANGE, WINDOW_RANGE, Event, summarize_events
+    from kag.plugins.guards.hidden_work import NoHiddenWork
+
+    def ev(name, start, end, thread=1, cuda=False, corr=0, linked=0):
+        return Event(name=name, cuda=cuda, start=start, end=end, thread=thread, corr=corr, linked=linked,
+                     annotation=False)
+
+    harness = [ev(HARNESS_MARK, -1000, -999), ev(WINDOW_RANGE, 0, 1000, corr=1)]
+    harness += [ev(FORWARD_RANGE, 100 * i, 100 * i + 50, corr=2 + i) for i in range(4)]
+    spoof = [ev(HARNESS_MARK, -900, -899, thread=2), ev(POST_RANGE, 50, 990, thread=2, corr=30)]
+    spoof += sum(([ev("cudaLaunchKernel", 100 * i + 60, 100 * i + 62, thread=2, corr=50 + i, linked=30),
+                   ev("relu_kernel", 100 * i + 70, 100 * i + 90, cuda=True, corr=50 + i)] for i in range(4)), [])
+    obs = Observations(calls=4)
+    summarize_events(harness + spoof, obs)
+    assert obs.thread_launches == 4 and obs.kernels == {"relu_kernel": 4}, obs
+    assert any("launched by a thread other than" in v.detail for v in NoHiddenWork().check_observations(obs, RunInfo()))
+
+
+def test_a_profiler_blinded_from_inside_a_call_is_an_error_not_a_clean_report():
+    """Clearing RecordFunction's callbacks (``at::clearCallbacks()`` from C++, here through torch's
+    binding of it) inside the first call hides every later operator and range: the harness counts
+    its own calls, so a report that saw fewer of them is an error, and the fallback guard fails it."""
+    from kag.plugins.guards.torch_fallback import NoTorchFallback
+
+    obs = CallObserver("cpu")
+    obs.start()
+    with torch.no_grad():
+        for i in range(3):
+            with obs.forward_range():
+                if i == 0:
+                    torch._C._autograd._clear_callbacks()
+                torch.relu(X)
+    found = obs.stop()
+    assert found.error and "of the 3 calls of forward" in found.error, found
+    assert any("could not be observed" in v.detail for v in NoTorchFallback().check_observations(found, RunInfo()))
