@@ -13,15 +13,32 @@ import tempfile
 import threading
 
 _MADE: set[str] = set()
+_TAGS: set[tuple[str, str]] = set()  # (folder, tag): folders another process names with the tag
 _LOCK = threading.Lock()
 _PRUNE_AT = 512  # a long run makes thousands: forget the ones already removed now and then
+TAG_ENV = "KAG_SCRATCH_TAG"  # set in a judge: its folders carry the tag its orchestrator knows
 
 
 def mkdtemp(prefix: str, dir: str | os.PathLike[str] | None = None) -> str:
-    """``tempfile.mkdtemp`` (mode 0700), remembered for ``remove_all``."""
-    path = tempfile.mkdtemp(prefix=prefix, dir=dir)
+    """``tempfile.mkdtemp`` (mode 0700), remembered for ``remove_all``; in a process given a tag
+    (``TAG_ENV``), the tag is in the name."""
+    tag = os.environ.get(TAG_ENV)
+    path = tempfile.mkdtemp(prefix=f"{prefix}{tag}-" if tag else prefix, dir=dir)
     remember(path)
     return path
+
+
+def remember_tagged(tag: str, folders: "list[str]") -> None:
+    """Folders a process about to start will make in ``folders`` with ``tag`` in their names: swept
+    too, whether or not it lived to say which (a Ctrl-C may kill it between making one and
+    telling)."""
+    with _LOCK:
+        _TAGS.update((f, tag) for f in folders)
+
+
+def forget_tagged(tag: str) -> None:
+    with _LOCK:
+        _TAGS.difference_update([t for t in _TAGS if t[1] == tag])
 
 
 def remember(path: str) -> None:
@@ -35,9 +52,15 @@ def remember(path: str) -> None:
 def remove_all() -> list[str]:
     """Remove every remembered folder still present (call it after the processes using them are
     stopped); the ones removed."""
+    import glob
+
     with _LOCK:
         paths = sorted(_MADE)
         _MADE.clear()
+        tagged = sorted(_TAGS)
+        _TAGS.clear()
+    for folder, tag in tagged:
+        paths += sorted(p for p in glob.glob(os.path.join(glob.escape(folder), f"kag-*-{tag}-*")) if os.path.isdir(p))
     removed = []
     for path in paths:
         if os.path.lexists(path):

@@ -88,10 +88,26 @@ class JudgeProcess:
 
         if STOPPING.is_set():
             raise RuntimeError("the command is stopping: no new judge")
+        import secrets
+        import tempfile
+
+        from kag.core import scratch
+        from kag.core.trust.isolation import socket_safe_tempdir
+
         ours, theirs = socket.socketpair()
-        code = f"from kag.core.eval.judge import judge_entry; judge_entry({theirs.fileno()})"
-        popen = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=judge_environment(),
-                                 stdin=subprocess.DEVNULL, close_fds=True)
+        # first of all, before any import: Ctrl-C is the orchestrator's to handle, and the judge dies
+        # with the thread that starts it (PR_SET_PDEATHSIG), or at once if that is gone already (a
+        # judge started as a Ctrl-C ends the command would otherwise outlive it)
+        code = ("import ctypes, os, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                f"ctypes.CDLL(None).prctl(1, signal.SIGKILL); os.getppid() == {os.getpid()} or os._exit(0); "
+                f"from kag.core.eval.judge import judge_entry; judge_entry({theirs.fileno()})")
+        env = judge_environment()
+        self.tag = env[scratch.TAG_ENV] = secrets.token_hex(6)  # its scratch folders' names carry it
+        scratch.remember_tagged(self.tag, [tempfile.gettempdir(), socket_safe_tempdir() or tempfile.gettempdir()])
+        # a session of its own: a terminal's Ctrl-C (to the foreground process group) must not reach a
+        # judge still starting (a KeyboardInterrupt traceback on the caller's stderr)
+        popen = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
+                                 stdin=subprocess.DEVNULL, close_fds=True, start_new_session=True)
         theirs.close()
         self.conn = Connection(ours.detach())
         self.proc = _Proc(popen)
@@ -185,6 +201,10 @@ class JudgeProcess:
             import shutil
 
             shutil.rmtree(self.candidate_tmp, ignore_errors=True)  # fd-based: links in it are not followed
+        if not self.proc.is_alive():
+            from kag.core import scratch
+
+            scratch.forget_tagged(self.tag)
 
 
 class WarmJudges:

@@ -1,0 +1,34 @@
+"""kag.core.scratch: the folders a Ctrl-C's sweep removes, those another process makes included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kag.core import scratch
+
+
+def test_a_folder_another_process_makes_with_the_tag_is_swept_whether_or_not_it_said_so(tmp_path: Path):
+    """A judge killed by a Ctrl-C between making its output folder and telling the orchestrator left
+    ``kag-out-*`` behind (tests/cli/test_run_eval.py, in CI): its folders now carry a tag the
+    orchestrator chose before starting it."""
+    scratch.remember_tagged("feedc0de", [str(tmp_path)])
+    code = "from kag.core import scratch; print(scratch.mkdtemp('kag-out-', sys.argv[1]))"
+    made = subprocess.run([sys.executable, "-c", f"import sys; {code}", str(tmp_path)], text=True, check=True,
+                          capture_output=True, env=dict(os.environ, KAG_SCRATCH_TAG="feedc0de")).stdout.strip()
+    assert Path(made).name.startswith("kag-out-feedc0de-") and Path(made).is_dir()
+    other = tmp_path / "kag-out-otherjudge-x"
+    other.mkdir()
+    assert made in scratch.remove_all()
+    assert not Path(made).exists() and other.exists()
+
+
+def test_a_forgotten_tag_is_not_swept(tmp_path: Path):
+    scratch.remember_tagged("0ddba11", [str(tmp_path)])
+    scratch.forget_tagged("0ddba11")
+    kept = tmp_path / "kag-cand-0ddba11-x"
+    kept.mkdir()
+    scratch.remove_all()
+    assert kept.exists()
