@@ -12,6 +12,10 @@
 #   steady4    the same on every GPU of the host at once, one process per GPU (its own cache), N_GPUS=4
 #   threadprobe  what the observer records of kernels launched by other threads (gpu_probe_thread_launches.py)
 #   budget     the GPU test of both sides' windows sized from one budget (level1/47, 8.6 GB a call)
+#   mremapprobe  the wall undone by growing a file mapping, with and without the candidate's filter
+#              (bench/scripts/gpu_probe_wall_mremap.py)
+#   scanprobe  what the fatbin wall's library scan finds over every folder a candidate may read
+#              (bench/scripts/gpu_probe_library_scan.py)
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
 source bench/device_env.sh
 for stage in "$@"; do
@@ -75,6 +79,12 @@ EOF
       step "both sides' windows from one budget (GPU test)"
       timeout 240 python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
         -k same_length 2>&1 | tee "$OUT/budget.log" | tail -8 ;;
+    mremapprobe)
+      step "the fatbin wall against mremap"
+      timeout 300 python3 bench/scripts/gpu_probe_wall_mremap.py 2>&1 | tee "$OUT/mremapprobe.log" | cut -c1-400 ;;
+    scanprobe)
+      step "the fatbin wall's library scan"
+      timeout 240 python3 bench/scripts/gpu_probe_library_scan.py 2>&1 | tee "$OUT/scanprobe.log" | cut -c1-300 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
