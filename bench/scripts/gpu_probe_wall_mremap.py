@@ -2,11 +2,12 @@
 step, so each starts clean:
 
   walled      the wall raised (the judge's section table), then torch.relu: must fail
-  undone      the wall raised, then the attack (tests/adversarial/cases/wall_mremap_python): grow what
-              is left of libtorch_cuda's file mapping over the walled pages, copy the GPU code back;
-              then torch.relu: runs if the attack works without the filter (the control)
-  filtered    the same with the candidate's seccomp filter loaded before the attack: mremap refused,
+  undone      the wall raised unsealed, then the attack (tests/adversarial/cases/wall_mremap_python):
+              grow what is left of libtorch_cuda's file mapping over the walled pages; then
+              torch.relu: runs if the attack works with neither defence (the control)
+  filtered    unsealed, with the candidate's seccomp filter loaded before the attack: mremap refused,
               torch.relu fails
+  sealed      the wall as the candidate raises it (sealed, mseal), no filter: the attack fails
 
     python bench/scripts/gpu_probe_wall_mremap.py     # wall_mremap.json to $OUT when set
 """
@@ -25,8 +26,9 @@ from kag.core.trust import fatbin_wall, seccomp_allow
 step = sys.argv[1]
 torch.cuda.init(); torch.empty(1, device="cuda")
 fatbin_wall.preload("cuda")
-walled = fatbin_wall.raise_wall(sections=fatbin_wall.fatbin_sections(os.environ.get("KAG_CACHE_DIR")))
-out = {"step": step, "walled": len(walled)}
+walled = fatbin_wall.raise_wall(sections=fatbin_wall.fatbin_sections(os.environ.get("KAG_CACHE_DIR")),
+                                sealed=step in ("walled", "sealed"))
+out = {"step": step, "walled": len(walled), "sealed": sum(1 for n in walled if fatbin_wall.SEALED.get(n))}
 if step != "walled":
     if step == "filtered":
         seccomp_allow.apply_allow_list(own_pid=os.getpid())
@@ -53,7 +55,7 @@ def main() -> None:
     attack = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "adversarial", "cases",
                           "wall_mremap_python", "cuda", "model_new.py")
     rows = []
-    for step in ("walled", "undone", "filtered"):
+    for step in ("walled", "undone", "filtered", "sealed"):
         proc = subprocess.run([sys.executable, "-c", STEP, step, os.path.abspath(attack)], capture_output=True,
                               text=True, timeout=300)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

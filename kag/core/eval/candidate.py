@@ -426,7 +426,8 @@ class Harness:
                 walled = fatbin_wall.raise_wall(allow_cublas=bool(wall.get("allow_cublas", True)),
                                                 allow_cudnn=bool(wall.get("allow_cudnn", True)),
                                                 sections=wall.get("sections"))
-                layers.append(f"fatbin wall ({len(walled)} libraries)")
+                sealed = sum(1 for name in walled if fatbin_wall.SEALED.get(name))
+                layers.append(f"fatbin wall ({len(walled)} libraries, {sealed} sealed)")
         mark("candidate", "profiler warmed up")
         try:
             import torch._dynamo  # noqa: F401 - before the identity snapshot (it patches manual_seed)

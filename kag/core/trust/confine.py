@@ -344,6 +344,11 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
     if no_fork:  # clone: threads only
         prog += [_bpf(BPF_JEQ_K, nrs["clone"], 0, 4), _bpf(BPF_LD_W_ABS, OFF_ARG0_LO),
                  _bpf(BPF_JSET_K, CLONE_THREAD, 1, 0), _bpf(BPF_RET_K, eperm), _bpf(BPF_RET_K, SECCOMP_RET_ALLOW)]
+    if no_exec:  # a candidate: prctl without PR_SET_PDEATHSIG, PR_SET_MM, PR_SET_CHILD_SUBREAPER
+        refused = (1, 35, 36)
+        checks = [_bpf(BPF_JEQ_K, value, len(refused) - i, 0) for i, value in enumerate(refused)]
+        prog += [_bpf(BPF_JEQ_K, nrs["prctl"], 0, 3 + len(checks)), _bpf(BPF_LD_W_ABS, OFF_ARG0_LO), *checks,
+                 _bpf(BPF_RET_K, SECCOMP_RET_ALLOW), _bpf(BPF_RET_K, eperm)]
     if own_pid is not None:  # kill(pid) and tgkill(tgid): only ourselves and our own group
         allowed = sorted({0, own_pid & 0xFFFFFFFF, (-own_pid) & 0xFFFFFFFF})
         for name in ("kill", "tgkill"):

@@ -136,11 +136,12 @@ def wall_section(path: str, sections: dict[str, Any] | None = None) -> tuple[int
 
 
 def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True,
-               sections: dict[str, Any] | None = None) -> list[str]:
+               sections: dict[str, Any] | None = None, sealed: bool = True) -> list[str]:
     """Map anonymous read-only pages over the GPU code of every loaded library the policy does not
     allow (bytes of other sections sharing the first and last page are kept). ``sections``: see
-    ``wall_section``. Returns the names of the libraries walled; raises OSError when a library's
-    code cannot be found or a mapping fails (the candidate must not go on)."""
+    ``wall_section``; ``sealed``: ``seal`` them (off only to show, in a test, what sealing stops).
+    Returns the names of the libraries walled; raises OSError when a library's code cannot be found
+    or a mapping fails (the candidate must not go on)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -169,8 +170,28 @@ def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True,
         if libc.mprotect(lo, hi - lo, PROT_READ) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"the fatbin wall could not protect {path}: {os.strerror(err)}")
+        SEALED[os.path.basename(path)] = sealed and seal(libc, lo, hi - lo)
         walled.append(os.path.basename(path))
     return walled
+
+
+SEALED: dict[str, bool] = {}  # library -> whether its walled pages are sealed (mseal: Linux 6.10+)
+MSEAL = {"x86_64": 462, "aarch64": 462}
+
+
+def seal(libc: Any, addr: int, size: int) -> bool:
+    """Seal the walled pages (``mseal``): from then on no ``mprotect``, ``munmap``, ``mremap`` or
+    ``MAP_FIXED`` mapping can change them, so GPU code the solution brings itself (bytes of the
+    library built into its own module with ``.incbin``, read from a copy the scan missed, or from a
+    cuBLAS the task forbids) cannot be written back over them. False where the kernel has no mseal
+    (before 6.10): the seccomp filter's refusal of mremap and Landlock's unreadable files remain."""
+    import platform
+
+    nr = MSEAL.get(platform.machine())
+    if nr is None:
+        return False
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(ctypes.c_long(nr), ctypes.c_void_p(addr), ctypes.c_size_t(size), ctypes.c_ulong(0)) == 0
 
 
 WALLED_ERROR = re.compile(r"device kernel image is invalid|cudaErrorInvalidKernelImage|no kernel image is available")
@@ -212,7 +233,7 @@ def _scan(roots: Iterable[str]) -> dict[str, list[int]]:
     found = {}
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if d not in ("__pycache__", "tests", "include")]
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]  # a library in tests/ or include/ loads too
             for name in filenames:
                 if (name.endswith(".so") or ".so." in name) and not name.endswith(".py"):
                     path = os.path.join(dirpath, name)

@@ -15,6 +15,8 @@ architecture), narrowed where a candidate needs less than a container:
   ``CLONE_THREAD``: threads, not processes);
 - signals only to itself (``kill``/``tgkill`` with its own pid, 0 or its group; no ``tkill``,
   ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``, ``pidfd_*``);
+- ``prctl`` without ``PR_SET_PDEATHSIG`` (a candidate that cleared it outlived a killed
+  orchestrator, GPU and all), ``PR_SET_CHILD_SUBREAPER`` or ``PR_SET_MM``;
 - no ``ptrace``, ``process_vm_*`` (Docker allows them from kernel 4.8), no ``io_uring_*``;
 - no ``mremap`` or ``remap_file_pages``: growing what is left of a library's file mapping over the
   pages the fatbin wall replaced would read PyTorch's GPU code back from the page cache, no open
@@ -52,7 +54,7 @@ ALLOWED = (
     "mmap", "mprotect", "mq_getsetattr", "mq_notify", "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink",
     "msgctl", "msgget", "msgrcv", "msgsnd", "msync", "munlock", "munlockall", "munmap", "name_to_handle_at",
     "nanosleep", "newfstatat", "open", "openat", "openat2", "pause", "pipe", "pipe2", "pkey_alloc", "pkey_free",
-    "pkey_mprotect", "poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64", "pselect6", "pwrite64",
+    "pkey_mprotect", "poll", "ppoll", "pread64", "preadv", "preadv2", "prlimit64", "pselect6", "pwrite64",
     "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg",
     "removexattr", "rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
     "rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
@@ -84,6 +86,11 @@ SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/
 # its own), AF_NETLINK (interface queries); never AF_VSOCK, which no network namespace confines
 LOW32 = 0xFFFFFFFF  # int arguments are compared on their low 32 bits (the upper half of the register is not theirs)
 PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)  # Docker's: the default and READ_IMPLIES_EXEC variants
+# prctl options a candidate may not use: outliving its judge (PR_SET_PDEATHSIG: a candidate that
+# cleared it kept running with the GPU after its orchestrator was killed), adopting orphans
+# (PR_SET_CHILD_SUBREAPER) and rewriting its own memory map's bookkeeping (PR_SET_MM)
+PRCTL_REFUSED = (1, 35, 36)
+PRCTL_OPTIONS = tuple(o for o in range(128) if o not in PRCTL_REFUSED) + (0x59616D61,)  # + Yama's PR_SET_PTRACER
 
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_MASKED_EQ = 7
@@ -171,6 +178,8 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, "socket", (0, SCMP_CMP_MASKED_EQ, LOW32, family))
         for value in PERSONALITIES:
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, "personality", (0, SCMP_CMP_MASKED_EQ, LOW32, value))
+        for value in PRCTL_OPTIONS:  # libseccomp cannot refuse a few values under an unconditional allow
+            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "prctl", (0, SCMP_CMP_MASKED_EQ, LOW32, value))
         count += _rule(lib, ctx, scmp_errno(errno.ENOSYS), "clone3")
         if no_fork:  # threads only
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, "clone", (0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD))

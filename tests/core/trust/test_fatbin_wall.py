@@ -100,6 +100,19 @@ unsigned char code_byte(int i) { return ((volatile const unsigned char*)gpu_code
 ATTACK = Path(__file__).resolve().parents[2] / "adversarial" / "cases" / "wall_mremap_python" / "cuda" / "model_new.py"
 
 
+def seal_works() -> bool:
+    """Whether this kernel has mseal (one anonymous page sealed for the test process's life)."""
+    import ctypes
+
+    from kag.core.trust.fatbin_wall import seal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    page = libc.mmap(None, 4096, 1, 0x22, -1, 0)  # PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS
+    return bool(page) and page != ctypes.c_void_p(-1).value and seal(libc, page, 4096)
+
+
 def fake_gpu_library(folder: Path) -> Path:
     """A shared library with a ``.nv_fatbin`` section of three pages of 0x5A (built with gcc)."""
     import shutil
@@ -129,9 +142,30 @@ def undo_wall(library: str) -> str:
     return said.getvalue().strip()
 
 
-def walled_then_attacked(lib: Path, with_filter: bool) -> list[str]:
+def copy_back(lib: Path) -> str:
+    """The other attack: the solution has the GPU code's bytes itself (built into its own module with
+    ``.incbin`` from the library, which its compiler could read; here read from the file) and
+    writes them back over the walled pages (mprotect, then a copy)."""
+    import ctypes
+    import errno
+
+    from kag.core.trust.fatbin_wall import elf_section, mapped_libraries
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    addr, size = elf_section(str(lib))
+    data = lib.read_bytes()  # the section's bytes sit at the same offset in this file as its address
+    where = mapped_libraries()[os.path.realpath(lib)] + addr
+    lo, hi = where // 4096 * 4096, (where + size + 4095) // 4096 * 4096
+    if libc.mprotect(lo, hi - lo, 3) != 0:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    ctypes.memmove(where, data[addr:addr + size], size)
+    return "copied back"
+
+
+def walled_then_attacked(lib: Path, attack: str, with_filter: bool = False, sealed: bool = True) -> list[str]:
     """In a child: load ``lib``, raise the wall, read the GPU code, (the candidate's seccomp filter),
-    try to undo the wall, read again."""
+    run ``attack`` ("mremap" or "copy"), read again."""
     import ctypes
     import json
 
@@ -147,11 +181,11 @@ def walled_then_attacked(lib: Path, with_filter: bool) -> list[str]:
             fake = ctypes.CDLL(str(lib))
             fake.code_byte.restype = ctypes.c_ubyte
             out.append(hex(fake.code_byte(4096)))
-            out.append(",".join(raise_wall(False, False)))
+            out.append(",".join(raise_wall(False, False, sealed=sealed)))
             out.append(hex(fake.code_byte(4096)))
             if with_filter:
                 seccomp_allow.apply_allow_list(own_pid=os.getpid())
-            out.append(undo_wall("libfake_gpu"))
+            out.append(undo_wall("libfake_gpu") if attack == "mremap" else copy_back(lib))
             out.append(hex(fake.code_byte(4096)))
         except BaseException as exc:  # noqa: BLE001
             out.append(repr(exc))
@@ -168,17 +202,30 @@ def test_growing_a_file_mapping_undoes_the_wall_unless_the_filter_refuses_mremap
     """The wall leaves the library's other file mappings in place, and they still refer to the file:
     growing one over the walled pages' file offsets reads the GPU code back from the page cache (no
     open, so Landlock never sees it). The control shows the corpus's attack works on a real wall
-    (``raise_wall`` over a gcc-built library with a ``.nv_fatbin`` section; on an H100 it brought
-    torch.relu back); the candidate's filter refuses mremap, so the GPU code stays gone."""
+    (``raise_wall``, unsealed, over a gcc-built library with a ``.nv_fatbin`` section; on an H100 it
+    brought torch.relu back); the candidate's filter refuses mremap, so the GPU code stays gone."""
     from kag.core.trust import seccomp_allow
 
     lib = fake_gpu_library(tmp_path)
-    assert walled_then_attacked(lib, with_filter=False) == ["0x5a", "libfake_gpu.so", "0x0", "wall undone: 1 ranges",
-                                                            "0x5a"]
+    assert walled_then_attacked(lib, "mremap", sealed=False) == ["0x5a", "libfake_gpu.so", "0x0",
+                                                                 "wall undone: 1 ranges", "0x5a"]
     if not seccomp_allow.available():
         pytest.skip("needs libseccomp")
-    assert walled_then_attacked(lib, with_filter=True) == ["0x5a", "libfake_gpu.so", "0x0", "mremap refused: EPERM",
-                                                           "0x0"]
+    assert walled_then_attacked(lib, "mremap", with_filter=True, sealed=False) == [
+        "0x5a", "libfake_gpu.so", "0x0", "mremap refused: EPERM", "0x0"]
+
+
+@pytest.mark.skipif(not seal_works(), reason="needs mseal (Linux 6.10+)")
+def test_sealed_walled_pages_cannot_be_written_back_or_remapped(tmp_path: Path):
+    """Bytes the solution brings itself (its compiler could read the library: ``.incbin`` puts them in
+    its own module) written back over the wall: the control restores the code; sealed pages refuse
+    the mprotect, and the mremap route too, with no help from the filter."""
+    lib = fake_gpu_library(tmp_path)
+    assert walled_then_attacked(lib, "copy", sealed=False) == ["0x5a", "libfake_gpu.so", "0x0", "copied back",
+                                                               "0x5a"]
+    assert walled_then_attacked(lib, "copy") == ["0x5a", "libfake_gpu.so", "0x0", "EPERM", "0x0"]
+    got = walled_then_attacked(lib, "mremap")
+    assert got[:3] == ["0x5a", "libfake_gpu.so", "0x0"] and got[3].startswith("mremap refused") and got[4] == "0x0"
 
 
 def test_every_folder_a_candidate_may_read_is_scanned_for_gpu_code():

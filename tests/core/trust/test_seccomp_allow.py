@@ -24,7 +24,11 @@ REFUSED = [("keyctl", 250, (0, -3)), ("add_key", 248, (0, 0, 0, 0, -2)), ("io_ur
            ("open_by_handle_at", 304, (-100, 0, 0)), ("bpf", 321, (0, 0, 0)), ("ptrace", 101, (0, 0, 0, 0)),
            ("process_vm_readv", 310, ("self", 0, 0, 0, 0, 0)), ("fork", 57, ()), ("vfork", 58, ()),
            ("clone_process", 56, (17, 0, 0, 0, 0)), ("socket_vsock", 41, (40, 1, 0)), ("kexec_load", 246, (0, 0, 0, 0)),
-           ("setns", 308, (-1, 0)), ("tkill", 200, ("self", 0)), ("personality", 135, (0x0040000,))]
+           ("setns", 308, (-1, 0)), ("tkill", 200, ("self", 0)), ("personality", 135, (0x0040000,)),
+           # outliving the judge (PR_SET_PDEATHSIG cleared), also with the option's upper half set
+           ("prctl_pdeathsig", 157, (1, 0)), ("prctl_pdeathsig_high", 157, (0x100000001, 0)),
+           ("prctl_subreaper", 157, (36, 1)), ("prctl_mm", 157, (35, 0, 0)),
+           ("mremap", 25, (0, 4096, 8192, 0)), ("remap_file_pages", 216, (0, 4096, 0, 0, 0))]
 
 
 def _in_child() -> dict:
@@ -53,6 +57,8 @@ def _in_child() -> dict:
             out["thread"] = bool(done)
             os.kill(os.getpid(), 0)
             out["own_signal"] = True
+            name = ctypes.create_string_buffer(16)
+            out["prctl_get_name"] = libc.prctl(16, name, 0, 0, 0) == 0  # PR_GET_NAME: other options still work
             import socket
 
             a, b = socket.socketpair()
@@ -76,7 +82,7 @@ def test_calls_outside_the_list_are_refused_and_what_a_candidate_needs_works():
     assert "error" not in got, got
     for name, _, _ in REFUSED:
         assert got[name] in ("EPERM", "ENOSYS"), (name, got[name])
-    assert got["thread"] and got["own_signal"] and got["unix_socket"] and got["torch"], got
+    assert got["thread"] and got["own_signal"] and got["unix_socket"] and got["torch"] and got["prctl_get_name"], got
 
 
 def test_the_allow_list_is_dockers_default_narrowed():
