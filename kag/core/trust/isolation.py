@@ -313,6 +313,18 @@ def seccomp_list() -> str:
     return ": a deny-list (libseccomp is not installed; install libseccomp2 for the allow-list)"
 
 
+def _seal_a_page() -> None:
+    """Seal one fresh page (in a throwaway child): whether the fatbin wall's pages can be sealed."""
+    from kag.core.trust.fatbin_wall import seal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    page = libc.mmap(None, 4096, 1, 0x22, -1, 0)  # PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS
+    if not seal(libc, page, 4096):
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()) or "mseal failed")
+
+
 def confinement_support() -> dict[str, Any]:
     """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
     not where it fails."""
@@ -346,6 +358,9 @@ def confinement_support() -> dict[str, Any]:
                            "candidates can fork, exec and ptrace") + seccomp_list(),
         "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
                                       "a candidate of the same user can read the judge's memory"),
+        "fatbin wall sealed (mseal)": verdict(_try_in_child(_seal_a_page),
+                                             "on a GPU a solution could write PyTorch's GPU code back over the "
+                                             "wall (Linux 6.10+ seals it)"),
     }
     if os.environ.get("KAG_CONFINE", "1") == "0":
         support["KAG_CONFINE"] = "0: Landlock and seccomp are OFF for candidates"

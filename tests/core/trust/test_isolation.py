@@ -192,10 +192,12 @@ def test_a_subreaper_sweep_finds_double_forked_orphans() -> None:
 def test_doctor_reports_every_layer() -> None:
     support = confinement_support()
     for layer in ("landlock", "seccomp", "pid namespace (all its processes die with it)", "judge not dumpable",
-                  "mount namespace (the host's Unix sockets hidden)"):
+                  "mount namespace (the host's Unix sockets hidden)", "fatbin wall sealed (mseal)"):
         assert layer in support
     if confine.landlock_abi():
         assert support["landlock"].startswith("yes")
+    if tuple(int(p) for p in os.uname().release.split(".")[:2] if p.isdigit()) >= (6, 10):
+        assert support["fatbin wall sealed (mseal)"] == "yes", support  # this VM's 6.18, the H100's 6.18
 
 
 def test_seccomp_program_allows_signals_only_to_itself() -> None:
