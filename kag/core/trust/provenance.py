@@ -89,34 +89,14 @@ def exported_functions(path: str, pattern: "re.Pattern[bytes]") -> list[tuple[in
     (the judge reads it: the candidate's Landlock does not bind it)."""
     import struct
 
+    from kag.core.trust.symbols import dynamic_symbols
+
     try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
-                return []
-            shoff, = struct.unpack_from("<Q", head, 0x28)
-            shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-            f.seek(shoff)
-            table = f.read(shentsize * shnum)
-            secs = [struct.unpack_from("<IIQQQQII", table, i * shentsize) for i in range(shnum)]
-            dynsym = next((sec for sec in secs if sec[1] == 11), None)  # SHT_DYNSYM
-            if dynsym is None or dynsym[6] >= len(secs):
-                return []
-            strtab = secs[dynsym[6]]
-            f.seek(strtab[4])
-            names = f.read(strtab[5])
-            f.seek(dynsym[4])
-            data = f.read(dynsym[5])
-    except (OSError, struct.error):
+        symbols = dynamic_symbols(path)
+    except (OSError, ValueError, struct.error):
         return []
-    out = []
-    for i in range(0, len(data) - 23, 24):
-        st_name, st_info, _other, _shndx, value, size = struct.unpack_from("<IBBHQQ", data, i)
-        if st_info & 0xF == 2 and size:  # STT_FUNC
-            end = names.find(b"\0", st_name)
-            if pattern.match(names[st_name:end]):
-                out.append((value, value + size))
-    return sorted(out)
+    return sorted((value, value + size) for name, info, _shndx, value, size in symbols
+                  if info & 0xF == 2 and size and pattern.match(name))  # STT_FUNC
 
 
 def category(path: str, solution_dir: str | None) -> str:
@@ -187,7 +167,7 @@ class CpuProvenance:
     _fds: dict[str, int] = attrs.field(factory=dict)
     _maps: list[Mapping] = attrs.field(factory=list)
     _starts: list[int] = attrs.field(factory=list)
-    _book: dict[str, tuple[list[int], list[tuple[int, int]]]] = attrs.field(factory=dict)
+    _book: dict[str, tuple[list[int], list[tuple[int, int]], int | None]] = attrs.field(factory=dict)
 
     @classmethod
     def for_process(cls, pid: int, module_dir: str | None, cand: Any = None,
@@ -216,11 +196,11 @@ class CpuProvenance:
     def _bookkeeping(self, path: str, pc: int) -> bool:
         """Whether ``pc`` (in the library at ``path``) lies in one of its exported bookkeeping
         functions (``BOOKKEEPING``)."""
-        if path not in self._book:
+        if path not in self._book:  # once per library: the library stays where it was loaded
             funcs = exported_functions(path, BOOKKEEPING)
-            self._book[path] = ([a for a, _ in funcs], funcs)
-        starts, funcs = self._book[path]
-        base = min((m.start for m in self._maps if m.path == path and m.offset == 0), default=None)
+            base = min((m.start for m in self._maps if m.path == path and m.offset == 0), default=None)
+            self._book[path] = ([a for a, _ in funcs], funcs, base)
+        starts, funcs, base = self._book[path]
         if base is None or not funcs:
             return False
         i = bisect_right(starts, pc - base) - 1

@@ -124,27 +124,38 @@ def why_refused(symbol: str, allow_cublas: bool = True, allow_cudnn: bool = True
     return None
 
 
+def dynamic_symbols(path: str) -> list[tuple[bytes, int, int, int, int]]:
+    """(name, st_info, st_shndx, st_value, st_size) of each entry of a 64-bit little-endian ELF file's
+    ``.dynsym``, read by seeking (PyTorch's libraries are hundreds of megabytes). Raises ValueError
+    when ``path`` is not such a file, OSError when it cannot be read."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
+        out = []
+        for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
+            if sh_type != 11 or link >= len(sections):  # SHT_DYNSYM
+                continue
+            f.seek(sections[link][4])
+            names = f.read(sections[link][5])
+            f.seek(offset)
+            data = f.read(size)
+            step = entsize or 24
+            for k in range(0, len(data) - step + 1, step):
+                st_name, st_info, _other, st_shndx, value, sym_size = struct.unpack_from("<IBBHQQ", data, k)
+                out.append((names[st_name:names.find(b"\0", st_name)], st_info, st_shndx, value, sym_size))
+    return out
+
+
 def undefined_symbols(path: str) -> list[str]:
     """The undefined symbols a 64-bit little-endian ELF shared object imports (its .dynsym)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    out = []
-    for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
-        if sh_type != 11:  # SHT_DYNSYM
-            continue
-        strtab = sections[link]
-        str_off = strtab[4]
-        for k in range(size // (entsize or 24)):
-            st_name, _st_info, _st_other, st_shndx = struct.unpack_from("<IBBH", data, offset + k * (entsize or 24))
-            if st_shndx == 0 and st_name:
-                end = data.index(b"\0", str_off + st_name)
-                out.append(data[str_off + st_name:end].decode("ascii", "replace"))
-    return sorted(set(out))
+    return sorted({name.decode("ascii", "replace") for name, _info, shndx, _value, _size in dynamic_symbols(path)
+                   if shndx == 0 and name})
 
 
 def refused_imports(path: str, allow_cublas: bool = True, allow_cudnn: bool = True) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ import pytest
 
 from kag.core.trust import confine
 from kag.core.trust.fatbin_wall import allowed, elf_section, explain
+from tests.core.trust.forked import in_forked_child
 
 
 def test_a_section_is_found_by_name_in_an_elf_file():
@@ -167,36 +168,23 @@ def walled_then_attacked(lib: Path, attack: str, with_filter: bool = False, seal
     """In a child: load ``lib``, raise the wall, read the GPU code, (the candidate's seccomp filter),
     run ``attack`` ("mremap" or "copy"), read again."""
     import ctypes
-    import json
 
     from kag.core.trust import seccomp_allow
     from kag.core.trust.fatbin_wall import raise_wall
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        out: list[str] = []
-        try:
-            fake = ctypes.CDLL(str(lib))
-            fake.code_byte.restype = ctypes.c_ubyte
-            out.append(hex(fake.code_byte(4096)))
-            walled = raise_wall(False, False, sealed=sealed)  # (and any other library with GPU code the
-            out.append("libfake_gpu.so" if "libfake_gpu.so" in walled else ",".join(walled))  # suite loaded)
-            out.append(hex(fake.code_byte(4096)))
-            if with_filter:
-                seccomp_allow.apply_allow_list(own_pid=os.getpid())
-            out.append(undo_wall("libfake_gpu") if attack == "mremap" else copy_back(lib))
-            out.append(hex(fake.code_byte(4096)))
-        except BaseException as exc:  # noqa: BLE001
-            out.append(repr(exc))
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as fh:
-        got = json.loads(fh.read())
-    os.waitpid(pid, 0)
-    return got
+    def work(out: list[str]) -> None:
+        fake = ctypes.CDLL(str(lib))
+        fake.code_byte.restype = ctypes.c_ubyte
+        out.append(hex(fake.code_byte(4096)))
+        walled = raise_wall(False, False, sealed=sealed)  # (and any other library with GPU code the
+        out.append("libfake_gpu.so" if "libfake_gpu.so" in walled else ",".join(walled))  # suite loaded)
+        out.append(hex(fake.code_byte(4096)))
+        if with_filter:
+            seccomp_allow.apply_allow_list(own_pid=os.getpid())
+        out.append(undo_wall("libfake_gpu") if attack == "mremap" else copy_back(lib))
+        out.append(hex(fake.code_byte(4096)))
+
+    return in_forked_child(work, [])
 
 
 def test_growing_a_file_mapping_undoes_the_wall_unless_the_filter_refuses_mremap(tmp_path: Path):

@@ -19,6 +19,7 @@ import pytest
 from kag.core.trust import confine
 from kag.core.trust.isolation import (CandidatePlan, candidate_plan, confinement_support, descendants, fork_in_namespace,
                                 is_root)
+from tests.core.trust.forked import in_forked_child, syscall
 
 NEEDS_LANDLOCK = pytest.mark.skipif(confine.landlock_abi() == 0, reason="the kernel has no Landlock")
 NEEDS_SECCOMP = pytest.mark.skipif(confine.arch() not in confine.SYSCALLS, reason="no seccomp filter for this arch")
@@ -220,38 +221,19 @@ def test_the_hand_built_filter_refuses_what_the_allow_list_does_for_the_wall_and
     clear the signal that ends it with its judge; other prctl options still work."""
     if confine.arch() != "x86_64":
         pytest.skip("syscall numbers below are x86_64's")
-    import errno
+    def work(out: dict) -> None:
+        prog = confine.seccomp_program(own_pid=os.getpid())
+        filters = ctypes.create_string_buffer(prog)
+        fprog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(prog) // 8, ctypes.addressof(filters)))
+        confine.set_no_new_privs()
+        confine._syscall(317, ctypes.c_uint(1), ctypes.c_uint(0), fprog)
+        name = ctypes.create_string_buffer(16)
+        for label, nr, args in (("pdeathsig", 157, (1, 0)), ("pdeathsig_high", 157, (0x100000001, 0)),
+                                ("subreaper", 157, (36, 1)), ("mremap", 25, (0, 4096, 8192, 0)),
+                                ("get_name", 157, (16, ctypes.addressof(name)))):
+            out[label] = syscall(nr, *args)
 
-    def program_in_child() -> dict:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            out = {}
-            try:
-                prog = confine.seccomp_program(own_pid=os.getpid())
-                filters = ctypes.create_string_buffer(prog)
-                fprog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(prog) // 8, ctypes.addressof(filters)))
-                confine.set_no_new_privs()
-                confine._syscall(317, ctypes.c_uint(1), ctypes.c_uint(0), fprog)
-                libc = ctypes.CDLL(None, use_errno=True)
-                libc.syscall.restype = ctypes.c_long
-                name = ctypes.create_string_buffer(16)
-                for label, nr, args in (("pdeathsig", 157, (1, 0)), ("pdeathsig_high", 157, (0x100000001, 0)),
-                                        ("subreaper", 157, (36, 1)), ("mremap", 25, (0, 4096, 8192, 0)),
-                                        ("get_name", 157, (16, ctypes.addressof(name)))):
-                    res = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
-                    out[label] = "ran" if res >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
-            except BaseException as exc:  # noqa: BLE001
-                out["error"] = repr(exc)
-            os.write(w, json.dumps(out).encode())
-            os._exit(0)
-        os.close(w)
-        with os.fdopen(r) as fh:
-            got = json.loads(fh.read())
-        os.waitpid(pid, 0)
-        return got
-
-    got = program_in_child()
+    got = in_forked_child(work, {})
     assert got == {"pdeathsig": "EPERM", "pdeathsig_high": "EPERM", "subreaper": "EPERM", "mremap": "EPERM",
                    "get_name": "ran"}, got
 

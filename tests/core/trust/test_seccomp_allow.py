@@ -5,14 +5,13 @@ refused, with arguments the kernel itself would accept, while what a candidate n
 from __future__ import annotations
 
 import ctypes
-import errno
-import json
 import os
 import platform
 
 import pytest
 
 from kag.core.trust import seccomp_allow
+from tests.core.trust.forked import in_forked_child, syscall
 
 pytestmark = pytest.mark.skipif(not seccomp_allow.available() or platform.machine() != "x86_64",
                                 reason="needs libseccomp on x86_64")
@@ -33,48 +32,31 @@ REFUSED = [("keyctl", 250, (0, -3)), ("add_key", 248, (0, 0, 0, 0, -2)), ("io_ur
 
 def _in_child() -> dict:
     """Apply the filter in a forked child and report what each call did."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        out: dict = {}
-        try:
-            seccomp_allow.apply_allow_list(own_pid=os.getpid())
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.syscall.restype = ctypes.c_long
-            for name, nr, args in REFUSED:
-                args = [os.getpid() if a == "self" else a for a in args]
-                res = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
-                if res == 0 and nr in (56, 57, 58):
-                    os._exit(0)  # a child that got through: gone at once
-                out[name] = "ran" if res >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
-            import threading
 
-            done = []
-            t = threading.Thread(target=lambda: done.append(1))
-            t.start()
-            t.join()
-            out["thread"] = bool(done)
-            os.kill(os.getpid(), 0)
-            out["own_signal"] = True
-            name = ctypes.create_string_buffer(16)
-            out["prctl_get_name"] = libc.prctl(16, name, 0, 0, 0) == 0  # PR_GET_NAME: other options still work
-            import socket
+    def work(out: dict) -> None:
+        seccomp_allow.apply_allow_list(own_pid=os.getpid())
+        for name, nr, args in REFUSED:
+            out[name] = syscall(nr, *[os.getpid() if a == "self" else a for a in args])
+        import threading
 
-            a, b = socket.socketpair()
-            out["unix_socket"] = a.send(b"x") == 1
-            import torch
+        done = []
+        t = threading.Thread(target=lambda: done.append(1))
+        t.start()
+        t.join()
+        out["thread"] = bool(done)
+        os.kill(os.getpid(), 0)
+        out["own_signal"] = True
+        name = ctypes.create_string_buffer(16)
+        out["prctl_get_name"] = ctypes.CDLL(None).prctl(16, name, 0, 0, 0) == 0  # PR_GET_NAME: other options work
+        import socket
 
-            out["torch"] = float(torch.ones(4).sum()) == 4.0
-        except BaseException as exc:  # noqa: BLE001
-            out["error"] = repr(exc)
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as fh:
-        data = fh.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
+        a, b = socket.socketpair()
+        out["unix_socket"] = a.send(b"x") == 1
+        import torch
+
+        out["torch"] = float(torch.ones(4).sum()) == 4.0
+
+    return in_forked_child(work, {})
 
 
 def test_calls_outside_the_list_are_refused_and_what_a_candidate_needs_works():
