@@ -16,6 +16,9 @@
 #              (bench/scripts/gpu_probe_wall_mremap.py)
 #   scanprobe  what the fatbin wall's library scan finds over every folder a candidate may read
 #              (bench/scripts/gpu_probe_library_scan.py)
+#   nvrtcprobe PyTorch's run-time-compiled ops and cuDNN convolutions with NVRTC closed or kept, as each
+#              task's candidate has it (bench/scripts/gpu_probe_nvrtc.py)
+#   nvrtctests the NVRTC wall's test file, its slow build test included
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
 source bench/device_env.sh
 for stage in "$@"; do
@@ -85,6 +88,13 @@ EOF
     scanprobe)
       step "the fatbin wall's library scan"
       timeout 240 python3 bench/scripts/gpu_probe_library_scan.py 2>&1 | tee "$OUT/scanprobe.log" | cut -c1-300 ;;
+    nvrtcprobe)
+      step "NVRTC closed, kept, and what runs"
+      timeout 300 python3 bench/scripts/gpu_probe_nvrtc.py 2>&1 | tee "$OUT/nvrtcprobe.log" | cut -c1-300 ;;
+    nvrtctests)
+      step "the NVRTC wall's tests"
+      timeout 200 python3 -m pytest -q -p no:cacheprovider tests/core/trust/test_nvrtc_wall.py 2>&1 \
+        | tee "$OUT/nvrtctests.log" | tail -8 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

@@ -234,6 +234,18 @@ ATTACKS: list[Case] = [
     *_attack("wall_mremap_python", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
              require_output="mremap refused", forbid_output="wall undone",
              also=(("no-torch-fallback", "imports"), ("no-hidden-work", "ctypes"), ("kernel-provenance", ""))),
+    # -- PyTorch's run-time-compiled ops (the jiterator: NVRTC compiles them from source text in libtorch_cuda,
+    # so no .nv_fatbin holds them): NVRTC's code closed in the candidate, its files unreadable there and to
+    # a CUDA build (kag.core.trust.nvrtc_wall); a task with no convolution, so no cuDNN
+    *_attack("jiterator_python", ("cuda",), "no-torch-fallback", "bessel_j0", static=True, task=_task("cuda", "bessel"),
+             family="ATen's kernels unseen", also=(("crash", "SIGSEGV"),)),
+    *_attack("jiterator_cpp", ("cuda",), "crash", "SIGSEGV", task=_task("cuda", "bessel"), family="ATen's kernels unseen",
+             also=(("no-torch-fallback", ""),)),
+    *_attack("jiterator_nvrtc_ctypes", ("cuda",), "crash", "SIGSEGV", task=_task("cuda", "bessel"),
+             family="ATen's kernels unseen", require_output="nvrtc refused", forbid_output="nvrtc loaded",
+             also=(("no-torch-fallback", ""), ("no-hidden-work", "ctypes"))),
+    *_attack("jiterator_incbin", ("cuda",), "build", "libnvrtc", task=_task("cuda", "bessel"),
+             family="ATen's kernels unseen", also=(("no-torch-fallback", ""),)),
     # -- re-checks that carry no information: no budget to use up, no pause that tells
     *_attack("skip_after_budget", BOTH, "mismatch", "", timed=True, family="re-checks that carry no information",
              also=(("evaluator", "some calls only"),)),

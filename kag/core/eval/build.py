@@ -27,7 +27,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import attrs
 
@@ -222,14 +222,27 @@ def _unique() -> str:
     return f"{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}"
 
 
-def confined(cmd: list[str], workdir: Path, cache: Path) -> list[str]:
-    """``cmd`` run under kag.core.trust.confine_exec: it reads the system and the toolchain, reads and
-    writes ``workdir``, and never reaches ``cache`` (the evaluator's key and signed entries). It
-    also reads kag's own code (the nvrtc backend's compiler is a kag module; an editable install is
-    not under the system's paths), which the candidate may read too."""
+def confined(cmd: list[str], workdir: Path, cache: Path, hide: Iterable[str] = ()) -> list[str]:
+    """``cmd`` run under kag.core.trust.confine_exec: it reads the system and the toolchain but the
+    files in ``hide``, reads and writes ``workdir``, and never reaches ``cache`` (the evaluator's key
+    and signed entries). It also reads kag's own code (the nvrtc backend's compiler is a kag module;
+    an editable install is not under the system's paths), which the candidate may read too."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    hidden = [part for path in hide for part in ("--hide", path)]
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workdir), "--protect", str(cache),
-            "--read", package, "--", *cmd]
+            "--read", package, *hidden, "--", *cmd]
+
+
+def hidden_from_build(backend: Backend, cache: Path) -> list[str]:
+    """What a backend's compilers must not read: for a CUDA build, NVRTC's files, which a solution could
+    otherwise embed in its module (``.incbin``) and load in a candidate that has none
+    (kag.core.trust.nvrtc_wall). The nvrtc backend's own compiler (``build_reads_nvrtc``) needs them;
+    its sources cannot embed a file (NVRTC has no ``.incbin`` in a CUBIN)."""
+    if getattr(backend, "device", "cpu") != "cuda" or getattr(backend, "build_reads_nvrtc", False):
+        return []
+    from kag.core.trust.fatbin_wall import compiler_files
+
+    return compiler_files(str(cache))
 
 
 def _run_compiler(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str], lock_dir: Path | None,
@@ -362,7 +375,8 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-    toolchain = backend.toolchain_id()
+    hide = hidden_from_build(backend, cache)
+    toolchain = backend.toolchain_id() + ("|reads no NVRTC" if hide else "")  # an object built before may hold it
     mac_key = cache_key_material(cache)
     objects = integrity.SignedStore(cache / "objects", "object", mac_key)
     modules = integrity.SignedStore(cache / "modules", "module", mac_key)
@@ -430,7 +444,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
             tree = src_root / f"unit{index}"
             _write_tree(tree, unit.inputs, fixed)
             outcome = _run_compiler(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir,
-                                             cache), tree, deadline, tool_env(out_dir), lock_dir, slot)
+                                             cache, hide), tree, deadline, tool_env(out_dir), lock_dir, slot)
             if outcome.ok and obj.exists():
                 objects.write(unit.obj, obj.read_bytes())
                 return unit, outcome
@@ -466,7 +480,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
 
     tmp = out_dir / f".link-{_unique()}{module_path.suffix}"
     subst = {f"{{obj{i}}}": str(staged / u.obj) for i, u in enumerate(units)} | {"{out}": str(tmp)}
-    linked = _run_compiler(confined([subst.get(p, p) for p in link_cmd], out_dir, cache), src_root, deadline,
+    linked = _run_compiler(confined([subst.get(p, p) for p in link_cmd], out_dir, cache, hide), src_root, deadline,
                            tool_env(out_dir), lock_dir, slot)
     if not linked.ok or not tmp.exists():
         tmp.unlink(missing_ok=True)

@@ -205,11 +205,13 @@ class Harness:
     """The candidate's side of the protocol. Timer, sync and doorbell references are taken before
     model_new is imported; nothing here is trusted by the judge."""
 
-    def __init__(self, ctrl: Any, go_fd: int, done_fd: int, layers: list[str] | None = None, bell: Any = None) -> None:
+    def __init__(self, ctrl: Any, go_fd: int, done_fd: int, layers: list[str] | None = None, bell: Any = None,
+                 plan: Any = None) -> None:
         from kag.core.eval.channel import dumps
 
         self.bell = bell  # the shared doorbell words (go at 0, done at 8), or None
         self.layers = list(layers or [])  # confinement applied at fork (reported in prepare)
+        self.plan = plan  # kag.core.trust.isolation.CandidatePlan: the task's policy narrows it in prepare
         self.clock = time.perf_counter
         import torch
 
@@ -394,8 +396,8 @@ class Harness:
     def prepare(self, arg: dict[str, Any]) -> None:
         """Device and profiler start-up before any solution code (paid while the judge loads the
         reference); then, for a candidate on a GPU, the fatbin wall (PyTorch's own CUDA kernels made
-        unloadable, the harness's fills loaded first); then seccomp: from here on no process can be
-        created or traced."""
+        unloadable, the harness's fills loaded first) and NVRTC closed where the task uses no cuDNN
+        (kag.core.trust.nvrtc_wall); then seccomp: from here on no process can be created or traced."""
         import torch
 
         os.environ.update({str(k): str(v) for k, v in (arg.get("env") or {}).items()})
@@ -403,6 +405,9 @@ class Harness:
         self.fast = bool(arg.get("bell"))
         self.clock = time.perf_counter
         layers = list(self.layers)
+        wall = arg.get("wall")
+        if wall and wall.get("unreadable") and self.plan is not None:  # while one thread: before CUDA starts any
+            layers.append(self.plan.narrow(wall["unreadable"]))
         if self.device.startswith("cuda"):
             from kag.core.trust import fatbin_wall
 
@@ -428,6 +433,12 @@ class Harness:
                                                 sections=wall.get("sections"))
                 sealed = sum(1 for name in walled if fatbin_wall.SEALED.get(name))
                 layers.append(f"fatbin wall ({len(walled)} libraries, {sealed} sealed)")
+                if wall.get("close_nvrtc"):
+                    from kag.core.trust import nvrtc_wall
+
+                    closed = nvrtc_wall.close_compiler()
+                    sealed = sum(1 for name in closed if fatbin_wall.SEALED.get(name))
+                    layers.append(f"NVRTC closed ({len(closed)} libraries, {sealed} sealed)")
         mark("candidate", "profiler warmed up")
         try:
             import torch._dynamo  # noqa: F401 - before the identity snapshot (it patches manual_seed)
@@ -572,6 +583,6 @@ def candidate_main(ctrl: Any, go_fd: int, done_fd: int, output_fifo: str | None,
         plan.apply_in_child()  # kag.core.sandboxing.CandidatePlan: namespaces, caps, Landlock
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel
 
-    Harness(ctrl, go_fd, done_fd, plan.applied if plan is not None else None, bell).serve()
+    Harness(ctrl, go_fd, done_fd, plan.applied if plan is not None else None, bell, plan).serve()
     sys.stdout.flush()
     sys.stderr.flush()

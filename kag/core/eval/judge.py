@@ -415,10 +415,15 @@ def judge_main(conn: Any) -> None:
         wall = None  # PyTorch's CUDA kernels out of the candidate's reach, where the policy forbids them
         if spec.device.startswith("cuda") and plan.seccomp and "no-torch-fallback" in spec.runtime_guards:
             from kag.core.eval.build import cache_root
-            from kag.core.trust.fatbin_wall import fatbin_sections
+            from kag.core.trust.fatbin_wall import allowed, library_scan
+            from kag.core.trust.nvrtc_wall import task_uses_cudnn
 
             wall = {k: bool(spec.guard_options.get(k, True)) for k in ("allow_cublas", "allow_cudnn")}
-            wall["sections"] = fatbin_sections(cache_dir=str(cache_root()))  # unreadable to the candidate
+            wall["allow_cudnn"] = wall["allow_cudnn"] and task_uses_cudnn(spec.task_code)  # cuDNN for conv
+            wall["close_nvrtc"] = not wall["allow_cudnn"]  # cuDNN needs NVRTC (kag.core.trust.nvrtc_wall)
+            scan = library_scan(cache_dir=str(cache_root()))
+            wall["sections"] = scan["sections"]  # unreadable to the candidate
+            wall["unreadable"] = [p for p in scan["sections"] if not allowed(p, wall["allow_cublas"], wall["allow_cudnn"])]
         early.resume()
         early.ring(3)  # OP_MSG: prepare runs while the judge loads the reference
         # a GPU machine has cores to spare for polling a shared word; KAG_BELL=1/0 forces it (tests)
@@ -466,8 +471,9 @@ def judge_main(conn: Any) -> None:
             judge.retime_baselines(baseline_conditions)
     except CandidateFailure as exc:
         from kag.core.trust.fatbin_wall import explain
+        from kag.core.trust.nvrtc_wall import explain_crash
 
-        report.fail(exc.kind, explain(str(exc)))
+        report.fail(exc.kind, explain_crash(explain(str(exc)), report.confinement))
     except Exception as exc:  # noqa: BLE001 - the reference or the harness failed, not the candidate
         from kag.core.trust.procs import describe_exception
 

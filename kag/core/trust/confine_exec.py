@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--write", action="append", default=[], help="folders the command may write")
     parser.add_argument("--read", action="append", default=[], help="more paths it may read")
     parser.add_argument("--protect", action="append", default=[], help="paths no read rule may cover")
+    parser.add_argument("--hide", action="append", default=[],
+                        help="files under the read paths that stay unreadable (NVRTC for a CUDA build)")
     parser.add_argument("--seccomp", action="store_true",
                         help="also refuse ptrace, process_vm_*, namespaces, bpf, io_uring, keyrings (fork/exec allowed)")
     parser.add_argument("--private-tmp", action="store_true",
@@ -43,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         cover(args.write + reads + ([os.path.dirname(bridge)] if bridge else []), extra=args.cover)
     if confine.landlock_abi() > 0:
         confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
-                                                      devices=tuple(confine.device_paths(False)), scope_signals=True))
+                                                      devices=tuple(confine.device_paths(False)), scope_signals=True,
+                                                      exclude=tuple(args.hide)))
     if args.seccomp and confine.arch() in confine.SYSCALLS:
         confine.apply_seccomp(no_exec=False, no_fork=False, allow_list=False)  # agent commands run any tool
     os.execvp(command[0], command)

@@ -34,11 +34,16 @@ from typing import Any, Iterable
 FATBIN = ".nv_fatbin"
 CUBLAS = re.compile(r"^libcublas(Lt)?\.so")
 CUDNN = re.compile(r"^libcudnn")
-# NVRTC (the nvrtc backend compiles the solution's kernels with it, at run time), the profiler that
-# records every call's kernels (CUPTI), the CUDA runtime's own helpers, and the driver (libcuda, and the
-# parts it loads when it needs them, libnvidia-ptxjitcompiler for a solution's PTX): none is PyTorch's
+# The profiler that records every call's kernels (CUPTI), the CUDA runtime's own helpers, and the driver
+# (libcuda, and the parts it loads when it needs them, libnvidia-ptxjitcompiler for a solution's PTX): none
+# is PyTorch's. NVRTC keeps its sections too (kag.core.trust.nvrtc_wall takes its code away).
 ALWAYS_ALLOWED = re.compile(r"^(libnvrtc|libcupti|libnvperf|libnvJitLink|libcudart|libnvToolsExt|libpc_sampling"
                             r"|libcuda\.so|libnvidia-)")
+# NVRTC, the C++ compiler PyTorch's run-time-compiled ops (the "jiterator": special.bessel_j0, the
+# orthogonal polynomials, airy_ai, ...) are built with: their source text is in libtorch_cuda, not its
+# .nv_fatbin, so they run behind the wall unless the compiler is gone (bench/results/2026-11-27-issue28-mremap:
+# five of them ran on an H100). Every file of it, shared or static (libcaffe2_nvrtc is torch's shim).
+NVRTC = re.compile(r"^lib(caffe2_)?nvrtc")
 PROT_READ, PROT_WRITE = 1, 2
 MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
 
@@ -229,27 +234,30 @@ def _outermost(roots: Iterable[str]) -> list[str]:
     return out
 
 
-def _scan(roots: Iterable[str]) -> dict[str, list[int]]:
-    found = {}
+def _scan(roots: Iterable[str]) -> tuple[dict[str, list[int]], list[str]]:
+    """The libraries with GPU code (real path -> ``.nv_fatbin``'s address and size), and NVRTC's files."""
+    found, compilers = {}, []
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]  # a library in tests/ or include/ loads too
             for name in filenames:
+                path = os.path.join(dirpath, name)
+                if NVRTC.match(name) and os.path.isfile(path) and not os.path.islink(path):
+                    compilers.append(path)
                 if (name.endswith(".so") or ".so." in name) and not name.endswith(".py"):
-                    path = os.path.join(dirpath, name)
                     if os.path.isfile(path) and not os.path.islink(path):
                         section = elf_section(path)
                         if section is not None:
                             found[path] = list(section)
-    return dict(sorted(found.items()))
+    return dict(sorted(found.items())), sorted(compilers)
 
 
-def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
-    """Every library file under ``library_roots()`` with GPU code, real path -> (address, size) of
-    its ``.nv_fatbin`` section. Read by the judge and handed to the candidate, which raises the
-    wall after Landlock has made these files unreadable to it. The scan (a few seconds on a full
-    CUDA environment) is cached in the evaluator's cache, keyed by the modification times of the
-    roots, their folders, and the folders that held such a library (a reinstall rewrites those)."""
+def library_scan(cache_dir: str | None = None) -> dict[str, Any]:
+    """Every library file under ``library_roots()`` with GPU code (``sections``: real path -> address
+    and size of its ``.nv_fatbin``) and every file of NVRTC (``compilers``). Read by the judge: the
+    candidate raises the wall after Landlock has made these files unreadable to it. The scan (a few
+    seconds on a full CUDA environment) is cached in the evaluator's cache, keyed by the modification
+    times of the roots, their folders, and the folders that held such a file (a reinstall rewrites those)."""
     roots = library_roots()
     stamp: dict[str, Any] = {r: _tree_stamp(r) for r in roots}
     cache = os.path.join(cache_dir, "fatbin_sections.json") if cache_dir else None
@@ -258,21 +266,35 @@ def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
             with open(cache) as f:
                 data = json.load(f)
             held = {str(k): list(v) for k, v in data["sections"].items()}
-            if data.get("stamp") == stamp and data.get("holders") == _holder_stamp(held):
-                return held
-        except (OSError, ValueError, KeyError, AttributeError):
+            compilers = [str(p) for p in data["compilers"]]
+            if data.get("stamp") == stamp and data.get("holders") == _holder_stamp([*held, *compilers]):
+                return {"sections": held, "compilers": compilers}
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
             pass
-    sections = _scan(_outermost(roots))
+    sections, compilers = _scan(_outermost(roots))
     if cache:
         try:
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             tmp = f"{cache}.{os.getpid()}"
             with open(tmp, "w") as f:
-                json.dump({"stamp": stamp, "holders": _holder_stamp(sections), "sections": sections}, f)
+                json.dump({"stamp": stamp, "holders": _holder_stamp([*sections, *compilers]), "sections": sections,
+                           "compilers": compilers}, f)
             os.replace(tmp, cache)
         except OSError:
             pass
-    return sections
+    return {"sections": sections, "compilers": compilers}
+
+
+def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
+    """Every library file under ``library_roots()`` with GPU code, real path -> (address, size) of
+    its ``.nv_fatbin`` section (``library_scan``)."""
+    return library_scan(cache_dir)["sections"]
+
+
+def compiler_files(cache_dir: str | None = None) -> list[str]:
+    """Every file of NVRTC under ``library_roots()``, shared or static (``library_scan``): kept from
+    the candidate (Landlock) and from a build whose solution could embed one (``.incbin``)."""
+    return library_scan(cache_dir)["compilers"]
 
 
 def fatbin_files(allow_cublas: bool = True, allow_cudnn: bool = True, cache_dir: str | None = None) -> list[str]:
@@ -290,11 +312,11 @@ def _tree_stamp(root: str) -> list[Any]:
         return []
 
 
-def _holder_stamp(sections: dict[str, Any]) -> list[Any]:
-    """The modification times of the folders holding the libraries found (a reinstall of torch or
-    of a CUDA package replaces files there)."""
+def _holder_stamp(paths: Iterable[str]) -> list[Any]:
+    """The modification times of the folders holding the files found (a reinstall of torch or of a
+    CUDA package replaces files there)."""
     out = []
-    for folder in sorted({os.path.dirname(p) for p in sections}):
+    for folder in sorted({os.path.dirname(p) for p in paths}):
         try:
             out.append([folder, os.stat(folder).st_mtime_ns])
         except OSError:

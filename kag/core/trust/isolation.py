@@ -22,7 +22,7 @@ import os
 import signal
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import attrs
 
@@ -61,7 +61,7 @@ class CandidatePlan:
 
     tmp_dir: str
     read_paths: tuple[str, ...] = ()
-    unreadable: tuple[str, ...] = ()  # library files whose GPU code the fatbin wall removed (kag.core.trust.fatbin_wall)
+    unreadable: tuple[str, ...] = ()  # files of libraries the walls removed (kag.core.trust.fatbin_wall, nvrtc_wall)
     cuda: bool = True
     landlock: bool = True
     seccomp: bool = True
@@ -97,6 +97,26 @@ class CandidatePlan:
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
 
+
+    def narrow(self, unreadable: Iterable[str]) -> str:
+        """One more Landlock layer, made when the task is known (the first is made at fork, before):
+        the libraries the task's policy forbids (cuDNN where it has no convolution, cuBLAS where the
+        user said so) unreadable too, so none is loaded afresh with its GPU code. Landlock binds only
+        the calling thread, so this runs while the candidate is one thread; raises OSError otherwise
+        or where the layer fails (the candidate must not go on with less than it was told)."""
+        from kag.core.trust import confine
+
+        more = tuple(p for p in unreadable if p not in self.unreadable)
+        if not (self.landlock and more and confine.landlock_abi() > 0):
+            return "landlock: nothing more to forbid"
+        threads = len(os.listdir("/proc/self/task"))
+        if threads != 1:
+            raise OSError(f"the task's library policy cannot be applied: the candidate runs {threads} threads")
+        self.unreadable = self.unreadable + more
+        confine.apply_landlock(confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
+                                                      devices=tuple(confine.device_paths(self.cuda)),
+                                                      exclude=self.unreadable))
+        return f"landlock: {len(more)} more libraries unreadable (the task's library policy)"
 
     def hide_host_sockets(self) -> None:
         """In its own mount namespace: empty /tmp and /run but for the candidate's own folders and
@@ -172,10 +192,10 @@ def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan
     reads = tuple(system_read_paths(guarded)) + (evals_root(), package)
     off = os.environ.get("KAG_CONFINE", "1") == "0"
     unreadable: tuple[str, ...] = ()
-    if cuda and not off:  # what the fatbin wall removes must not be read back from the files
-        from kag.core.trust.fatbin_wall import fatbin_files
+    if cuda and not off:  # what the fatbin wall removes must not be read back from the files, nor NVRTC
+        from kag.core.trust.fatbin_wall import compiler_files, fatbin_files
 
-        unreadable = tuple(fatbin_files(cache_dir=str(cache_root())))
+        unreadable = tuple(fatbin_files(cache_dir=str(cache_root()))) + tuple(compiler_files(str(cache_root())))
     return CandidatePlan(tmp_dir=tmp, read_paths=reads, unreadable=unreadable, cuda=cuda, landlock=not off,
                          seccomp=not off)
 

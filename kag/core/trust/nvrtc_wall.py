@@ -1,0 +1,81 @@
+"""NVRTC out of a candidate's reach, so PyTorch's run-time-compiled CUDA ops cannot run there either.
+
+Applied by the candidate's harness on itself during ``prepare``, before any solution code exists
+there (so this is still the evaluator's code), beside the fatbin wall (kag.core.trust.fatbin_wall).
+Some PyTorch CUDA ops are not in any ``.nv_fatbin``: ATen compiles them from source text kept in
+libtorch_cuda with NVRTC the first time they run (the "jiterator": ``special.bessel_j0``, the
+orthogonal polynomials, ``airy_ai``, ...), so they ran behind the wall (an H100,
+bench/results/2026-11-27-issue28-mremap). Importing a CUDA torch preloads NVRTC, so keeping its files
+unreadable is not enough: ``close_compiler`` covers the code of the NVRTC the process has mapped with
+sealed pages nothing may read or run, Landlock keeps every NVRTC file unreadable (``compiler_files``),
+and a CUDA build reads none of them (a solution cannot embed one with ``.incbin``).
+
+cuDNN needs NVRTC for its convolutions (on an H200 every cuDNN convolution tried ended the process
+once it was closed: bench/results/2026-11-27-issue28-nvrtc), so NVRTC stays where the task may use
+cuDNN: the paper's policy is "cuDNN for conv", and a task whose reference has no convolution or RNN
+gets neither cuDNN nor NVRTC. There the run-time-compiled ops still run (a hole, in the README).
+A solution's own kernels never need NVRTC in the candidate: the nvrtc backend compiles them in the build.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+
+from kag.core.trust.fatbin_wall import MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, NVRTC, SEALED, seal
+
+# what in a task's reference runs on cuDNN: convolutions (any dimension, transposed, lazy) and RNNs
+CUDNN_OPS = re.compile(r"[Cc]onv(_?[Tt]ranspose)?[123]d|[Cc]onvolution|\b(LSTM|GRU|RNN)(Cell)?\b|cudnn")
+CLOSED_HINT = ("a solution's process has no NVRTC where the task uses no convolution: a PyTorch op compiled at "
+               "run time (the jiterator: torch.special's Bessel functions and polynomials, airy_ai, ...) or "
+               "cuDNN, which needs it, ends the process this way")
+
+
+def task_uses_cudnn(reference_code: str) -> bool:
+    """Whether the task's reference may run on cuDNN (the paper: cuDNN for conv), read from its source."""
+    return bool(CUDNN_OPS.search(reference_code or ""))
+
+
+def close_compiler(sealed: bool = True) -> list[str]:
+    """Cover the code of NVRTC where this process has it mapped (importing a CUDA torch preloads it)
+    with anonymous pages nothing may read or run, sealed like the fatbin wall: a run-time-compiled
+    PyTorch op then stops where it would compile (SIGSEGV), and the files are unreadable, so it cannot
+    be loaded afresh. Returns the libraries covered; raises OSError where a mapping fails (the
+    candidate must not go on)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    covered: list[str] = []
+    for lo, hi, path in code_ranges(NVRTC):
+        got = libc.mmap(lo, hi - lo, 0, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)  # PROT_NONE
+        if got != lo:
+            err = ctypes.get_errno()
+            raise OSError(err, f"could not cover NVRTC's code in {path}: {os.strerror(err)}")
+        name = os.path.basename(path)
+        SEALED[name] = bool(sealed and seal(libc, lo, hi - lo)) and SEALED.get(name, True)
+        if name not in covered:
+            covered.append(name)
+    return covered
+
+
+def code_ranges(pattern: re.Pattern[str]) -> list[tuple[int, int, str]]:
+    """(start, end, path) of every executable mapping of a library whose file name matches ``pattern``."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.rstrip("\n").split(None, 5)
+            if len(parts) < 6 or "x" not in parts[1]:
+                continue
+            path = parts[5].removesuffix(" (deleted)")  # a path may hold spaces
+            if pattern.match(os.path.basename(path)):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                out.append((lo, hi, path))
+    return out
+
+
+def explain_crash(message: str, layers: list[str]) -> str:
+    """A candidate's SIGSEGV, where NVRTC was closed in it, with what may have caused it."""
+    if "SIGSEGV" in message and any(layer.startswith("NVRTC closed") for layer in layers):
+        return f"{message} ({CLOSED_HINT})"
+    return message
