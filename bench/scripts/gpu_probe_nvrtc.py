@@ -88,15 +88,16 @@ def child(name: str, mode: int) -> None:
         t0 = time.perf_counter()
         first = tuple(fatbin_wall.fatbin_files(cache_dir=os.environ.get("KAG_CACHE_DIR"))) + tuple(scan["compilers"])
         reads = tuple(confine.system_read_paths()) + (os.getcwd(), "/tmp")
-        confine.apply_landlock(confine.LandlockPolicy(read=reads, write=("/tmp", "/proc/self"),
-                                                      devices=tuple(confine.device_paths(True)), exclude=first))
+        devices = tuple(confine.device_paths(True))
+        listings = confine.holder_listings(list(scan["sections"]) + list(scan["compilers"]))
+        confine.apply_landlock(confine.LandlockPolicy(read=reads, write=("/tmp", "/proc/self"), devices=devices,
+                                                      exclude=first, listings=listings))
         cost["landlock_s"] = round(time.perf_counter() - t0, 3)
         if not conv_task:
             t0 = time.perf_counter()
             more = tuple(p for p in scan["sections"] if not fatbin_wall.allowed(p, True, False) and p not in first)
-            confine.apply_landlock(confine.LandlockPolicy(read=reads, write=("/tmp", "/proc/self"),
-                                                          devices=tuple(confine.device_paths(True)),
-                                                          exclude=first + more))
+            confine.apply_landlock(confine.LandlockPolicy(read=reads, write=("/tmp", "/proc/self"), devices=devices,
+                                                          exclude=first + more, listings=listings))
             cost["narrow_s"] = round(time.perf_counter() - t0, 3)
             cost["narrowed"] = len(more)
     torch.cuda.init()

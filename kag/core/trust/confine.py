@@ -224,6 +224,7 @@ class LandlockPolicy:
     scope_signals: bool = True
     block_tcp: bool = True
     exclude: tuple[str, ...] = ()  # files under ``read`` that stay unreadable (kag.core.trust.fatbin_wall)
+    listings: dict[str, list[str]] = attrs.field(factory=dict)  # folders listed before an earlier layer hid them
 
 
 def apply_landlock(policy: LandlockPolicy) -> int:
@@ -247,7 +248,7 @@ def apply_landlock(policy: LandlockPolicy) -> int:
         write_rights = handled_fs
         dev_rights = (LL_READ_FILE | LL_WRITE_FILE | (LL_IOCTL_DEV if abi >= 5 else 0)
                       | (LL_TRUNCATE if abi >= 3 else 0))
-        read = readable_except(policy.read, policy.exclude) if policy.exclude else policy.read
+        read = readable_except(policy.read, policy.exclude, policy.listings) if policy.exclude else policy.read
         for paths, rights in ((read, READ_ACCESS), (policy.write, write_rights | READ_ACCESS),
                               (policy.devices, dev_rights)):
             for path in _existing(paths):
@@ -259,20 +260,15 @@ def apply_landlock(policy: LandlockPolicy) -> int:
     return abi
 
 
-def readable_except(paths: Iterable[str], excluded: Iterable[str]) -> tuple[str, ...]:
+def readable_except(paths: Iterable[str], excluded: Iterable[str],
+                    listings: dict[str, list[str]] | None = None) -> tuple[str, ...]:
     """Rules that grant everything under ``paths`` but the ``excluded`` files. Landlock grants a
     directory's whole tree (by inode, whatever path reaches it), so a granted directory that holds
     an excluded file is replaced by its entries, recursively, down to the file's siblings; entries
-    are compared by real path, so a symbolic link to an excluded file is left out too."""
+    are compared by real path, so a symbolic link to an excluded file is left out too. ``listings``
+    (``holder_listings``, taken before an earlier layer) stand in for folders that layer made unlistable."""
     banned = {os.path.realpath(p) for p in excluded}
-    holders: set[str] = set()
-    for path in banned:
-        parent = os.path.dirname(path)
-        while parent and parent not in holders:
-            holders.add(parent)
-            if parent == "/":
-                break
-            parent = os.path.dirname(parent)
+    holders = _holders(banned)
     out: list[str] = []
 
     def grant(path: str) -> None:
@@ -283,7 +279,7 @@ def readable_except(paths: Iterable[str], excluded: Iterable[str]) -> tuple[str,
             out.append(real)
             return
         try:
-            entries = sorted(os.listdir(real))
+            entries = sorted(listings[real]) if listings and real in listings else sorted(os.listdir(real))
         except OSError:
             return
         for name in entries:
@@ -292,6 +288,31 @@ def readable_except(paths: Iterable[str], excluded: Iterable[str]) -> tuple[str,
     for path in _existing(paths):
         grant(path)
     return tuple(dict.fromkeys(out))
+
+
+def _holders(files: Iterable[str]) -> set[str]:
+    """Every folder above each of ``files``."""
+    holders: set[str] = set()
+    for path in files:
+        parent = os.path.dirname(path)
+        while parent and parent not in holders:
+            holders.add(parent)
+            if parent == "/":
+                break
+            parent = os.path.dirname(parent)
+    return holders
+
+
+def holder_listings(files: Iterable[str]) -> dict[str, list[str]]:
+    """The entries of every folder above ``files`` (real paths), listed now: a later Landlock layer
+    that hides some of them must list those folders, which the first layer may have made unlistable."""
+    out: dict[str, list[str]] = {}
+    for folder in _holders({os.path.realpath(p) for p in files}):
+        try:
+            out[folder] = os.listdir(folder)
+        except OSError:
+            pass
+    return out
 
 
 def _existing(paths: Iterable[str]) -> list[str]:

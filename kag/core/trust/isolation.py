@@ -62,11 +62,14 @@ class CandidatePlan:
     tmp_dir: str
     read_paths: tuple[str, ...] = ()
     unreadable: tuple[str, ...] = ()  # files of libraries the walls removed (kag.core.trust.fatbin_wall, nvrtc_wall)
+    optional: tuple[str, ...] = ()  # library files a task's policy may forbid too (cuBLAS, cuDNN): ``narrow``
     cuda: bool = True
     landlock: bool = True
     seccomp: bool = True
     namespaces: bool = True
     applied: list[str] = attrs.field(factory=list)
+    devices: tuple[str, ...] = ()  # filled in the child: /dev cannot be listed once Landlock is on
+    listings: dict[str, list[str]] = attrs.field(factory=dict)  # likewise the folders ``narrow`` must list
 
     def apply_in_child(self) -> None:
         """In the forked child, while it is the only thread: network namespace (root), no
@@ -92,8 +95,10 @@ class CandidatePlan:
         if os.getpid() == 1:  # init of its PID namespace: the kernel ignores signals it sends itself
             abort_exits()
         if self.landlock and confine.landlock_abi() > 0:
+            self.devices = tuple(confine.device_paths(self.cuda))
+            self.listings = confine.holder_listings(self.unreadable + self.optional)
             policy = confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
-                                            devices=tuple(confine.device_paths(self.cuda)), exclude=self.unreadable)
+                                            devices=self.devices, exclude=self.unreadable, listings=self.listings)
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
 
@@ -114,8 +119,8 @@ class CandidatePlan:
             raise OSError(f"the task's library policy cannot be applied: the candidate runs {threads} threads")
         self.unreadable = self.unreadable + more
         confine.apply_landlock(confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
-                                                      devices=tuple(confine.device_paths(self.cuda)),
-                                                      exclude=self.unreadable))
+                                                      devices=self.devices, exclude=self.unreadable,
+                                                      listings=self.listings))
         return f"landlock: {len(more)} more libraries unreadable (the task's library policy)"
 
     def hide_host_sockets(self) -> None:
@@ -192,12 +197,14 @@ def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan
     reads = tuple(system_read_paths(guarded)) + (evals_root(), package)
     off = os.environ.get("KAG_CONFINE", "1") == "0"
     unreadable: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
     if cuda and not off:  # what the fatbin wall removes must not be read back from the files, nor NVRTC
         from kag.core.trust.fatbin_wall import compiler_files, fatbin_files
 
         unreadable = tuple(fatbin_files(cache_dir=str(cache_root()))) + tuple(compiler_files(str(cache_root())))
-    return CandidatePlan(tmp_dir=tmp, read_paths=reads, unreadable=unreadable, cuda=cuda, landlock=not off,
-                         seccomp=not off)
+        optional = tuple(sorted(set(fatbin_files(False, False, str(cache_root()))) - set(unreadable)))
+    return CandidatePlan(tmp_dir=tmp, read_paths=reads, unreadable=unreadable, optional=optional, cuda=cuda,
+                         landlock=not off, seccomp=not off)
 
 
 def _unshare(flags: int) -> bool:

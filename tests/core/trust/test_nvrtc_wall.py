@@ -147,26 +147,28 @@ def test_the_tasks_policy_narrows_a_candidate_to_fewer_libraries(tmp_path: Path)
 
     folder = tmp_path / "lib"
     folder.mkdir()
+    nvrtc = folder / "libnvrtc.so.13"
     cudnn, cublas = folder / "libcudnn_engines_precompiled.so.9", folder / "libcublas.so.13"
-    for f in (cudnn, cublas):
+    for f in (nvrtc, cudnn, cublas):
         f.write_text(f.name)
     (tmp_path / "tmp").mkdir()
     plan = CandidatePlan(tmp_dir=str(tmp_path / "tmp"), read_paths=(str(tmp_path), *confine.system_read_paths()),
-                         cuda=False, namespaces=False, seccomp=False)
+                         unreadable=(str(nvrtc),), optional=(str(cudnn), str(cublas)), cuda=False, namespaces=False,
+                         seccomp=False)
 
     def work(out: dict) -> None:
-        plan.apply_in_child()
-        out["before"] = cudnn.read_text()
-        out["layer"] = plan.narrow([str(cudnn)])
-        for name, f in (("cudnn", cudnn), ("cublas", cublas)):
+        plan.apply_in_child()  # the first layer: the folder is no longer listable, only its other files readable
+        out["before"] = [f.read_text() for f in (cudnn, cublas)]
+        out["layer"] = plan.narrow([str(cudnn), str(nvrtc)])
+        for name, f in (("nvrtc", nvrtc), ("cudnn", cudnn), ("cublas", cublas)):
             try:
                 out[name] = f.read_text()
             except PermissionError:
                 out[name] = "denied"
 
     got = in_forked_child(work, {})
-    assert got == {"before": cudnn.name, "layer": "landlock: 1 more libraries unreadable (the task's library policy)",
-                   "cudnn": "denied", "cublas": cublas.name}, got
+    assert got == {"before": [cudnn.name, cublas.name], "nvrtc": "denied", "cudnn": "denied", "cublas": cublas.name,
+                   "layer": "landlock: 1 more libraries unreadable (the task's library policy)"}, got
 
     def threaded(out: dict) -> None:
         import threading
