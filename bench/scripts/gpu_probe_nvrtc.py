@@ -107,7 +107,7 @@ def child(name: str, mode: int) -> None:
     covered = []
     if mode == 1:
         t0 = time.perf_counter()
-        covered = nvrtc_wall.close_compiler()
+        covered = nvrtc_wall.close_compiler(scan["compilers"])
         cost["close_s"] = round(time.perf_counter() - t0, 4)
     try:
         print(json.dumps({"result": run_op(name), "covered": covered, "cost": cost}), flush=True)

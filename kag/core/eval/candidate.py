@@ -436,7 +436,7 @@ class Harness:
                 if wall.get("close_nvrtc"):
                     from kag.core.trust import nvrtc_wall
 
-                    closed = nvrtc_wall.close_compiler()
+                    closed = nvrtc_wall.close_compiler(wall.get("nvrtc_code") or {})
                     sealed = sum(1 for name in closed if fatbin_wall.SEALED.get(name))
                     layers.append(f"NVRTC closed ({len(closed)} libraries, {sealed} sealed)")
         mark("candidate", "profiler warmed up")
@@ -579,6 +579,9 @@ def candidate_main(ctrl: Any, go_fd: int, done_fd: int, output_fifo: str | None,
     die_with_parent()
     os.environ.pop("KAG_TIMELINE", None)  # the run's timeline is the evaluator's: a candidate writes none
     redirect_output(output_fifo)
+    import faulthandler
+
+    faulthandler.enable(all_threads=True)  # a crash in a binding shows the agent where (the captured output)
     if plan is not None:
         plan.apply_in_child()  # kag.core.sandboxing.CandidatePlan: namespaces, caps, Landlock
     import torch.multiprocessing  # noqa: F401 - tensor reductions for the channel

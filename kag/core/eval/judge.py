@@ -423,6 +423,7 @@ def judge_main(conn: Any) -> None:
             wall["close_nvrtc"] = not wall["allow_cudnn"]  # cuDNN needs NVRTC (kag.core.trust.nvrtc_wall)
             scan = library_scan(cache_dir=str(cache_root()))
             wall["sections"] = scan["sections"]  # unreadable to the candidate
+            wall["nvrtc_code"] = scan["compilers"] if wall["close_nvrtc"] else {}  # likewise
             wall["unreadable"] = [p for p in scan["sections"] if not allowed(p, wall["allow_cublas"], wall["allow_cudnn"])]
         early.resume()
         early.ring(3)  # OP_MSG: prepare runs while the judge loads the reference

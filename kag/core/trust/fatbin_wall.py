@@ -48,9 +48,9 @@ PROT_READ, PROT_WRITE = 1, 2
 MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
 
 
-def elf_section(path: str, name: str = FATBIN) -> tuple[int, int] | None:
-    """(virtual address, size) of section ``name`` of the 64-bit ELF file at ``path``, None if it
-    has none (or is not such a file)."""
+def elf_sections(path: str) -> list[tuple[str, int, int, int]] | None:
+    """(name, flags, virtual address, size) of every section of the 64-bit ELF file at ``path``, None
+    if it is not such a file (or cannot be read)."""
     try:
         with open(path, "rb") as f:
             head = f.read(64)
@@ -69,12 +69,28 @@ def elf_section(path: str, name: str = FATBIN) -> tuple[int, int] | None:
             names = f.read(secs[shstrndx][5])
     except OSError:
         return None
-    want = name.encode()
-    for sh_name, _type, _flags, addr, _offset, size in secs:
+    out = []
+    for sh_name, _type, flags, addr, _offset, size in secs:
         end = names.find(b"\0", sh_name)
-        if names[sh_name:end] == want and size:
+        out.append((names[sh_name:end].decode("latin-1"), flags, addr, size))
+    return out
+
+
+def elf_section(path: str, name: str = FATBIN) -> tuple[int, int] | None:
+    """(virtual address, size) of section ``name`` of the 64-bit ELF file at ``path``, None if it
+    has none (or is not such a file)."""
+    for sec_name, _flags, addr, size in elf_sections(path) or []:
+        if sec_name == name and size:
             return addr, size
     return None
+
+
+SHF_EXECINSTR = 0x4
+
+
+def code_sections(path: str) -> list[list[int]]:
+    """(virtual address, size) of every section of the ELF file at ``path`` that holds machine code."""
+    return [[addr, size] for _name, flags, addr, size in elf_sections(path) or [] if flags & SHF_EXECINSTR and size]
 
 
 def mapped_libraries() -> dict[str, int]:
@@ -234,27 +250,30 @@ def _outermost(roots: Iterable[str]) -> list[str]:
     return out
 
 
-def _scan(roots: Iterable[str]) -> tuple[dict[str, list[int]], list[str]]:
-    """The libraries with GPU code (real path -> ``.nv_fatbin``'s address and size), and NVRTC's files."""
-    found, compilers = {}, []
+def _scan(roots: Iterable[str]) -> tuple[dict[str, list[int]], dict[str, list[list[int]]]]:
+    """The libraries with GPU code (real path -> ``.nv_fatbin``'s address and size), and NVRTC's files
+    (real path -> the address and size of each of its sections of machine code)."""
+    found: dict[str, list[int]] = {}
+    compilers: dict[str, list[list[int]]] = {}
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]  # a library in tests/ or include/ loads too
             for name in filenames:
                 path = os.path.join(dirpath, name)
                 if NVRTC.match(name) and os.path.isfile(path) and not os.path.islink(path):
-                    compilers.append(path)
+                    compilers[path] = code_sections(path) if (name.endswith(".so") or ".so." in name) else []
                 if (name.endswith(".so") or ".so." in name) and not name.endswith(".py"):
                     if os.path.isfile(path) and not os.path.islink(path):
                         section = elf_section(path)
                         if section is not None:
                             found[path] = list(section)
-    return dict(sorted(found.items())), sorted(compilers)
+    return dict(sorted(found.items())), dict(sorted(compilers.items()))
 
 
 def library_scan(cache_dir: str | None = None) -> dict[str, Any]:
     """Every library file under ``library_roots()`` with GPU code (``sections``: real path -> address
-    and size of its ``.nv_fatbin``) and every file of NVRTC (``compilers``). Read by the judge: the
+    and size of its ``.nv_fatbin``) and every file of NVRTC (``compilers``: real path -> where its
+    machine code lies, for kag.core.trust.nvrtc_wall). Read by the judge: the
     candidate raises the wall after Landlock has made these files unreadable to it. The scan (a few
     seconds on a full CUDA environment) is cached in the evaluator's cache, keyed by the modification
     times of the roots, their folders, and the folders that held such a file (a reinstall rewrites those)."""
@@ -266,7 +285,7 @@ def library_scan(cache_dir: str | None = None) -> dict[str, Any]:
             with open(cache) as f:
                 data = json.load(f)
             held = {str(k): list(v) for k, v in data["sections"].items()}
-            compilers = [str(p) for p in data["compilers"]]
+            compilers = {str(k): [list(r) for r in v] for k, v in data["compilers"].items()}
             if data.get("stamp") == stamp and data.get("holders") == _holder_stamp([*held, *compilers]):
                 return {"sections": held, "compilers": compilers}
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
@@ -294,7 +313,7 @@ def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
 def compiler_files(cache_dir: str | None = None) -> list[str]:
     """Every file of NVRTC under ``library_roots()``, shared or static (``library_scan``): kept from
     the candidate (Landlock) and from a build whose solution could embed one (``.incbin``)."""
-    return library_scan(cache_dir)["compilers"]
+    return list(library_scan(cache_dir)["compilers"])
 
 
 def fatbin_files(allow_cublas: bool = True, allow_cudnn: bool = True, cache_dir: str | None = None) -> list[str]:

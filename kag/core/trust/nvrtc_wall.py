@@ -6,8 +6,8 @@ Some PyTorch CUDA ops are not in any ``.nv_fatbin``: ATen compiles them from sou
 libtorch_cuda with NVRTC the first time they run (the "jiterator": ``special.bessel_j0``, the
 orthogonal polynomials, ``airy_ai``, ...), so they ran behind the wall (an H100,
 bench/results/2026-11-27-issue28-mremap). Importing a CUDA torch preloads NVRTC, so keeping its files
-unreadable is not enough: ``close_compiler`` covers the code of the NVRTC the process has mapped with
-sealed pages nothing may read or run, Landlock keeps every NVRTC file unreadable (``compiler_files``),
+unreadable is not enough: ``close_compiler`` replaces the machine code of the NVRTC the process has
+mapped with sealed pages nothing may read or run, Landlock keeps every NVRTC file unreadable (``compiler_files``),
 and a CUDA build reads none of them (a solution cannot embed one with ``.incbin``).
 
 cuDNN needs NVRTC for its convolutions (on an H200 every cuDNN convolution tried ended the process
@@ -20,10 +20,14 @@ A solution's own kernels never need NVRTC in the candidate: the nvrtc backend co
 from __future__ import annotations
 
 import ctypes
+import errno
+import mmap
 import os
 import re
+from typing import Any
 
-from kag.core.trust.fatbin_wall import MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, NVRTC, SEALED, seal
+from kag.core.trust.fatbin_wall import (MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, NVRTC, PROT_READ, PROT_WRITE, SEALED,
+                                        mapped_libraries, seal)
 
 # what in a task's reference runs on cuDNN: convolutions (any dimension, transposed, lazy) and RNNs
 CUDNN_OPS = re.compile(r"[Cc]onv(_?[Tt]ranspose)?[123]d|[Cc]onvolution|\b(LSTM|GRU|RNN)(Cell)?\b|cudnn")
@@ -37,26 +41,64 @@ def task_uses_cudnn(reference_code: str) -> bool:
     return bool(CUDNN_OPS.search(reference_code or ""))
 
 
-def close_compiler(sealed: bool = True) -> list[str]:
-    """Cover the code of NVRTC where this process has it mapped (importing a CUDA torch preloads it)
-    with anonymous pages nothing may read or run, sealed like the fatbin wall: a run-time-compiled
-    PyTorch op then stops where it would compile (SIGSEGV), and the files are unreadable, so it cannot
-    be loaded afresh. Returns the libraries covered; raises OSError where a mapping fails (the
-    candidate must not go on)."""
+def close_compiler(code: dict[str, list[list[int]]], sealed: bool = True) -> list[str]:
+    """Take away the machine code of NVRTC where this process has it mapped (importing a CUDA torch
+    preloads it): its executable mappings become read-only and every section of code in them
+    (``code``: real path -> address and size of each, from the judge's scan, ``compiler_files``: the
+    candidate cannot read these files) is replaced by pages nothing may read or run, sealed like the
+    fatbin wall. The rest stays readable: the dynamic linker reads NVRTC's symbol tables whenever a
+    library is loaded (covering the whole mapping ended every candidate at its next ``dlopen``). A
+    run-time-compiled PyTorch op then stops where it would compile (SIGSEGV), and the files are
+    unreadable, so NVRTC cannot be loaded afresh. Returns the libraries closed; raises OSError where
+    a library's code is unknown or a mapping fails (the candidate must not go on)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    covered: list[str] = []
-    for lo, hi, path in code_ranges(NVRTC):
-        got = libc.mmap(lo, hi - lo, 0, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)  # PROT_NONE
-        if got != lo:
-            err = ctypes.get_errno()
-            raise OSError(err, f"could not cover NVRTC's code in {path}: {os.strerror(err)}")
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    closed: list[str] = []
+    ranges = code_ranges(NVRTC)
+    for path, base in sorted(mapped_libraries().items()):
+        if not NVRTC.match(os.path.basename(path)):
+            continue
+        sections = code.get(os.path.realpath(path))
+        if sections is None:
+            raise OSError(errno.ENOENT, f"NVRTC is loaded from {path}, which the judge's scan does not know: "
+                                        "its code cannot be found to take it away")
+        mine = [(lo, hi) for lo, hi, p in ranges if p == path]
+        for lo, hi in mine:
+            _call(libc.mprotect(lo, hi - lo, PROT_READ), f"could not make NVRTC's code in {path} read-only")
+        for addr, size in sections:
+            _blank(libc, base + addr, base + addr + size, path)
         name = os.path.basename(path)
-        SEALED[name] = bool(sealed and seal(libc, lo, hi - lo)) and SEALED.get(name, True)
-        if name not in covered:
-            covered.append(name)
-    return covered
+        SEALED[name] = all(sealed and seal(libc, lo, hi - lo) for lo, hi in mine)
+        closed.append(name)
+    return closed
+
+
+def _blank(libc: Any, start: int, end: int, path: str) -> None:
+    """Pages nothing may read or run over [start, end); bytes outside it on the first and last page
+    kept, read-only."""
+    page = mmap.PAGESIZE
+    inner_lo, inner_hi = -(-start // page) * page, end // page * page
+    if inner_lo < inner_hi:
+        got = libc.mmap(inner_lo, inner_hi - inner_lo, 0, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        _call(0 if got == inner_lo else -1, f"could not cover NVRTC's code in {path}")
+    for edge in sorted({start // page * page, (end - 1) // page * page}):
+        if inner_lo <= edge < inner_hi:
+            continue
+        kept = bytearray(ctypes.string_at(edge, page))
+        lo, hi = max(start, edge) - edge, min(end, edge + page) - edge
+        kept[lo:hi] = bytes(hi - lo)
+        got = libc.mmap(edge, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        _call(0 if got == edge else -1, f"could not cover NVRTC's code in {path}")
+        ctypes.memmove(edge, bytes(kept), page)
+        _call(libc.mprotect(edge, page, PROT_READ), f"could not protect NVRTC's pages in {path}")
+
+
+def _call(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def code_ranges(pattern: re.Pattern[str]) -> list[tuple[int, int, str]]:

@@ -38,30 +38,46 @@ def test_closed_nvrtc_cannot_run_and_its_pages_cannot_be_given_back():
     major, minor = ctypes.c_int(), ctypes.c_int()
     assert lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0 and major.value > 0
 
+    real = os.path.realpath(_nvrtc())
+    code = {real: fatbin_wall.code_sections(real)}  # the judge's scan: the candidate cannot read the file
+    text = next(a for (a, size) in code[real] if size > mmap.PAGESIZE * 4)
+
     def work(out: dict) -> None:
         lo, hi, _ = nvrtc_wall.code_ranges(fatbin_wall.NVRTC)[0]
-        out["covered"] = nvrtc_wall.close_compiler()
-        out["sealed"] = fatbin_wall.SEALED.get("libnvrtc.so." + _nvrtc().rsplit(".so.", 1)[1], False)
+        base = fatbin_wall.mapped_libraries()[_nvrtc()]
+        out["covered"] = nvrtc_wall.close_compiler(code)
+        out["sealed"] = fatbin_wall.SEALED.get(os.path.basename(_nvrtc()), False)
         out["left"] = nvrtc_wall.code_ranges(fatbin_wall.NVRTC)
+        import ctypes.util
+
+        ctypes.CDLL(ctypes.util.find_library("m"))  # a later dlopen reads NVRTC's symbol tables: still there
+        out["dlopen"] = "ran"
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         ok = libc.mprotect(ctypes.c_void_p(lo), ctypes.c_size_t(mmap.PAGESIZE), 5)  # read + exec again
         out["mprotect"] = "ran" if ok == 0 else errno.errorcode[ctypes.get_errno()]
-        pid = os.fork()
-        if pid == 0:  # the closed compiler, called as ATen's jiterator would call it
-            import faulthandler
-
-            faulthandler.disable()  # the test runner's: no traceback for the crash this child is for
-            lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
-            os._exit(0)
-        out["call"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        out["call"], out["read code"] = (_status(f) for f in (
+            lambda: lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)),  # as ATen's jiterator calls it
+            lambda: ctypes.string_at(base + text + mmap.PAGESIZE, 16)))  # to copy it and run it elsewhere
 
     got = in_forked_child(work, {})
     assert "libnvrtc.so" in " ".join(got["covered"]) and got["left"] == [], got
-    assert got.get("call") == -11, got  # SIGSEGV: no code where NVRTC was
+    assert got.get("call") == -11 and got["read code"] == -11 and got["dlopen"] == "ran", got  # SIGSEGV: no code
     if got["sealed"]:
         assert got["mprotect"] == "EPERM", got
     assert lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0  # the test process keeps its own
+
+
+def _status(action) -> int:
+    """The exit status of a forked child that runs ``action`` (-11: SIGSEGV)."""
+    pid = os.fork()
+    if pid == 0:
+        import faulthandler
+
+        faulthandler.disable()  # the test runner's: no traceback for the crash this child is for
+        action()
+        os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def test_cudnn_is_for_tasks_with_a_convolution_or_an_rnn():
