@@ -22,10 +22,15 @@ def live(address):
 
 
 def fresh_nvrtc():
-    patterns = [os.path.join(p, "nvidia", "*", "lib", "libnvrtc.so*") for p in sys.path if p]
-    patterns += ["/usr/local/cuda*/lib64/libnvrtc.so*", "/usr/local/cuda*/targets/*/lib/libnvrtc.so*",
-                 "/usr/lib/x86_64-linux-gnu/libnvrtc.so*", "/opt/*/lib*/libnvrtc.so*"]
-    for path in sorted({os.path.realpath(p) for pat in patterns for p in glob.glob(pat)}):
+    # the folders that hold NVRTC cannot be listed in a candidate: name the files an installation has
+    folders = [os.path.join(p, "nvidia", sub, "lib") for p in sys.path if p for sub in ("cu13", "cuda_nvrtc", "cu12")]
+    folders += ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"]
+    names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "libnvrtc.alt.so.13"]
+    found = [os.path.join(f, n) for f in folders for n in names if os.path.exists(os.path.join(f, n))]
+    found += [p for pat in ("/usr/local/cuda*/targets/*/lib/libnvrtc.so*",) for p in glob.glob(pat)]
+    if not found:
+        print("nvrtc not found", flush=True)
+    for path in dict.fromkeys(found):
         try:
             lib = ctypes.CDLL(path)
         except OSError as exc:
