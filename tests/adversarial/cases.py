@@ -234,6 +234,10 @@ ATTACKS: list[Case] = [
     *_attack("wall_mremap_python", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
              require_output="mremap refused", forbid_output="wall undone",
              also=(("no-torch-fallback", "imports"), ("no-hidden-work", "ctypes"), ("kernel-provenance", ""))),
+    # -- the wall's pages written back with GPU code the solution's build carried (.incbin): they are sealed
+    *_attack("wall_copy_back", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
+             require_output="mprotect refused", forbid_output="wall writable",
+             also=(("no-torch-fallback", "imports"), ("kernel-provenance", ""))),
     # -- PyTorch's run-time-compiled ops (the jiterator: NVRTC compiles them from source text in libtorch_cuda,
     # so no .nv_fatbin holds them): NVRTC's code closed in the candidate, its files unreadable there and to
     # a CUDA build (kag.core.trust.nvrtc_wall); a task with no convolution, so no cuDNN
