@@ -15,7 +15,7 @@
 // (mprotect), or map fresh writable pages over them (MAP_FIXED), or unmap them. The bytes themselves
 // are not carried here: whether the pages can be written at all is the question. Then run
 // at::cuda::clamp_min through a pointer found with dlsym.
-struct Vma { uintptr_t a, b; std::string path; };
+struct Vma { uintptr_t a, b; std::string perms, path; };
 
 static std::vector<Vma> maps() {
   std::vector<Vma> out;
@@ -25,7 +25,7 @@ static std::vector<Vma> maps() {
   while (fgets(line, sizeof line, f)) {
     unsigned long a, b, off; char perms[8]; char dev[16]; unsigned long inode; char path[4096] = "";
     if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %4095[^\n]", &a, &b, perms, &off, dev, &inode, path) >= 6)
-      out.push_back({a, b, std::string(path)});
+      out.push_back({a, b, std::string(perms), std::string(path)});
   }
   fclose(f);
   return out;
@@ -37,7 +37,7 @@ static int copy_back() {
   for (size_t i = 1; i + 1 < v.size(); ++i) {
     const Vma &prev = v[i - 1], &wall = v[i], &next = v[i + 1];
     if (prev.path.find("libtorch_cuda") == std::string::npos || next.path != prev.path || !wall.path.empty()
-        || prev.b != wall.a || wall.b != next.a) continue;
+        || prev.b != wall.a || wall.b != next.a || wall.perms != "r--p") continue;  // the wall's read-only pages
     size_t len = wall.b - wall.a;
     if (mprotect((void*)wall.a, len, PROT_READ | PROT_WRITE) != 0) {
       printf("mprotect refused: %s\n", strerror(errno));
