@@ -31,9 +31,9 @@ from kag.core.trust.fatbin_wall import (MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, N
 
 # what in a task's reference runs on cuDNN: convolutions (any dimension, transposed, lazy) and RNNs
 CUDNN_OPS = re.compile(r"[Cc]onv(_?[Tt]ranspose)?[123]d|[Cc]onvolution|\b(LSTM|GRU|RNN)(Cell)?\b|cudnn")
-CLOSED_HINT = ("a solution's process has no NVRTC where the task uses no convolution: a PyTorch op compiled at "
-               "run time (the jiterator: torch.special's Bessel functions and polynomials, airy_ai, ...) or "
-               "cuDNN, which needs it, ends the process this way")
+CLOSED_HINT = ("one cause, where the task has no convolution: a PyTorch op compiled at run time (the jiterator: "
+               "torch.special's Bessel functions and polynomials, airy_ai, ...) or cuDNN, for a solution's process "
+               "has no NVRTC there")
 
 
 def task_uses_cudnn(reference_code: str) -> bool:
