@@ -234,15 +234,15 @@ def confined(cmd: list[str], workdir: Path, cache: Path, hide: Iterable[str] = (
 
 
 def hidden_from_build(backend: Backend, cache: Path) -> list[str]:
-    """What a backend's compilers must not read: for a CUDA build, NVRTC's files, which a solution could
-    otherwise embed in its module (``.incbin``) and load in a candidate that has none
-    (kag.core.trust.nvrtc_wall). The nvrtc backend's own compiler (``build_reads_nvrtc``) needs them;
+    """What a backend's compilers must not read: for a CUDA build, NVRTC's files and archives (a wheel
+    may hold one), which a solution could otherwise embed in its module (``.incbin``) and load in a
+    candidate that has none (kag.core.trust.nvrtc_wall). The nvrtc backend's own compiler (``build_reads_nvrtc``) needs them;
     its sources cannot embed a file (NVRTC has no ``.incbin`` in a CUBIN)."""
     if getattr(backend, "device", "cpu") != "cuda" or getattr(backend, "build_reads_nvrtc", False):
         return []
-    from kag.core.trust.fatbin_wall import compiler_files
+    from kag.core.trust.fatbin_wall import archive_files, compiler_files
 
-    return compiler_files(str(cache))
+    return compiler_files(str(cache)) + archive_files(str(cache))
 
 
 def _run_compiler(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str], lock_dir: Path | None,

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         bridge = os.environ.get("KAG_BRIDGE")
         cover(args.write + reads + ([os.path.dirname(bridge)] if bridge else []), extra=args.cover)
     if confine.landlock_abi() > 0:
-        confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads), write=tuple(args.write + ["/proc/self"]),
+        confine.apply_landlock(confine.LandlockPolicy(read=tuple(reads + ["/proc/self"]), write=tuple(args.write),
                                                       devices=tuple(confine.device_paths(False)), scope_signals=True,
                                                       exclude=tuple(args.hide)))
     if args.seccomp and confine.arch() in confine.SYSCALLS:

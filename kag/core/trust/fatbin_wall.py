@@ -29,6 +29,7 @@ import mmap
 import os
 import re
 import struct
+import sys
 from typing import Any, Iterable
 
 FATBIN = ".nv_fatbin"
@@ -44,6 +45,10 @@ ALWAYS_ALLOWED = re.compile(r"^(libnvrtc|libcupti|libnvperf|libnvJitLink|libcuda
 # .nv_fatbin, so they run behind the wall unless the compiler is gone (bench/results/2026-11-27-issue28-mremap:
 # five of them ran on an H100). Every file of it, shared or static (libcaffe2_nvrtc is torch's shim).
 NVRTC = re.compile(r"^lib(caffe2_)?nvrtc")
+# Archives a library can travel in (a wheel in a local package store, a conda package, a .deb): a
+# candidate could unpack libnvrtc or libtorch_cuda from one into memory and load a fresh copy (an
+# independent review did it with a wheel under /opt and memfd_create). None is needed to run a solution.
+ARCHIVE = re.compile(r"\.(whl|zip|egg|jar|tar|tgz|tbz2|txz|conda|deb|rpm|7z)$|\.tar\.(gz|bz2|xz|zst|lz4)$", re.I)
 PROT_READ, PROT_WRITE = 1, 2
 MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
 
@@ -250,11 +255,15 @@ def _outermost(roots: Iterable[str]) -> list[str]:
     return out
 
 
-def _scan(roots: Iterable[str]) -> tuple[dict[str, list[int]], dict[str, list[list[int]]]]:
-    """The libraries with GPU code (real path -> ``.nv_fatbin``'s address and size), and NVRTC's files
-    (real path -> the address and size of each of its sections of machine code)."""
+def _scan(roots: Iterable[str]) -> tuple[dict[str, list[int]], dict[str, list[list[int]]], list[str]]:
+    """The libraries with GPU code (real path -> ``.nv_fatbin``'s address and size), NVRTC's files
+    (real path -> the address and size of each of its sections of machine code), and archives."""
     found: dict[str, list[int]] = {}
     compilers: dict[str, list[list[int]]] = {}
+    archives: list[str] = []
+    # an archive on or under the import path is Python's own or a package's data (ensurepip's wheels, test
+    # data): hiding it would make its folders unlistable, and Python finds modules by listing folders
+    importable = tuple(os.path.realpath(p) for p in sys.path if p and os.path.isabs(p))
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]  # a library in tests/ or include/ loads too
@@ -262,18 +271,22 @@ def _scan(roots: Iterable[str]) -> tuple[dict[str, list[int]], dict[str, list[li
                 path = os.path.join(dirpath, name)
                 if NVRTC.match(name) and os.path.isfile(path) and not os.path.islink(path):
                     compilers[path] = code_sections(path) if (name.endswith(".so") or ".so." in name) else []
+                elif ARCHIVE.search(name) and not os.path.islink(path) \
+                        and not any(path == p or path.startswith(p.rstrip("/") + "/") for p in importable):
+                    archives.append(path)
                 if (name.endswith(".so") or ".so." in name) and not name.endswith(".py"):
                     if os.path.isfile(path) and not os.path.islink(path):
                         section = elf_section(path)
                         if section is not None:
                             found[path] = list(section)
-    return dict(sorted(found.items())), dict(sorted(compilers.items()))
+    return dict(sorted(found.items())), dict(sorted(compilers.items())), sorted(archives)
 
 
 def library_scan(cache_dir: str | None = None) -> dict[str, Any]:
     """Every library file under ``library_roots()`` with GPU code (``sections``: real path -> address
-    and size of its ``.nv_fatbin``) and every file of NVRTC (``compilers``: real path -> where its
-    machine code lies, for kag.core.trust.nvrtc_wall). Read by the judge: the
+    and size of its ``.nv_fatbin``), every file of NVRTC (``compilers``: real path -> where its
+    machine code lies, for kag.core.trust.nvrtc_wall) and every archive (``archives``, ``ARCHIVE``).
+    Read by the judge: the
     candidate raises the wall after Landlock has made these files unreadable to it. The scan (a few
     seconds on a full CUDA environment) is cached in the evaluator's cache, keyed by the modification
     times of the roots, their folders, and the folders that held such a file (a reinstall rewrites those)."""
@@ -286,28 +299,35 @@ def library_scan(cache_dir: str | None = None) -> dict[str, Any]:
                 data = json.load(f)
             held = {str(k): list(v) for k, v in data["sections"].items()}
             compilers = {str(k): [list(r) for r in v] for k, v in data["compilers"].items()}
-            if data.get("stamp") == stamp and data.get("holders") == _holder_stamp([*held, *compilers]):
-                return {"sections": held, "compilers": compilers}
+            archives = [str(p) for p in data["archives"]]
+            if data.get("stamp") == stamp and data.get("holders") == _holder_stamp([*held, *compilers, *archives]):
+                return {"sections": held, "compilers": compilers, "archives": archives}
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             pass
-    sections, compilers = _scan(_outermost(roots))
+    sections, compilers, archives = _scan(_outermost(roots))
     if cache:
         try:
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             tmp = f"{cache}.{os.getpid()}"
             with open(tmp, "w") as f:
-                json.dump({"stamp": stamp, "holders": _holder_stamp([*sections, *compilers]), "sections": sections,
-                           "compilers": compilers}, f)
+                json.dump({"stamp": stamp, "holders": _holder_stamp([*sections, *compilers, *archives]),
+                           "sections": sections, "compilers": compilers, "archives": archives}, f)
             os.replace(tmp, cache)
         except OSError:
             pass
-    return {"sections": sections, "compilers": compilers}
+    return {"sections": sections, "compilers": compilers, "archives": archives}
 
 
 def fatbin_sections(cache_dir: str | None = None) -> dict[str, list[int]]:
     """Every library file under ``library_roots()`` with GPU code, real path -> (address, size) of
     its ``.nv_fatbin`` section (``library_scan``)."""
     return library_scan(cache_dir)["sections"]
+
+
+def archive_files(cache_dir: str | None = None) -> list[str]:
+    """Every archive under ``library_roots()`` but those on or under the import path (``library_scan``): kept
+    from a CUDA candidate and a CUDA build like NVRTC's files, since a library can be unpacked from one."""
+    return list(library_scan(cache_dir)["archives"])
 
 
 def compiler_files(cache_dir: str | None = None) -> list[str]:

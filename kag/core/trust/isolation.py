@@ -55,6 +55,12 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+# A candidate reads its own /proc entries (maps, status, fds) but writes none: through /proc/self/mem a
+# process writes even its sealed read-only pages (the kernel forces the write), which would put GPU code
+# back behind the fatbin wall (found by an independent review, on the CPU).
+SELF = ("/proc/self",)
+
+
 @attrs.define
 class CandidatePlan:
     """What confines one candidate. ``applied`` is filled in the child (reported by its prepare)."""
@@ -97,7 +103,7 @@ class CandidatePlan:
         if self.landlock and confine.landlock_abi() > 0:
             self.devices = tuple(confine.device_paths(self.cuda))
             self.listings = confine.holder_listings(self.unreadable + self.optional)
-            policy = confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
+            policy = confine.LandlockPolicy(read=self.read_paths + SELF, write=(self.tmp_dir, "/dev/shm"),
                                             devices=self.devices, exclude=self.unreadable, listings=self.listings)
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
@@ -118,7 +124,7 @@ class CandidatePlan:
         if threads != 1:
             raise OSError(f"the task's library policy cannot be applied: the candidate runs {threads} threads")
         self.unreadable = self.unreadable + more
-        confine.apply_landlock(confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", "/proc/self"),
+        confine.apply_landlock(confine.LandlockPolicy(read=self.read_paths + SELF, write=(self.tmp_dir, "/dev/shm"),
                                                       devices=self.devices, exclude=self.unreadable,
                                                       listings=self.listings))
         return f"landlock: {len(more)} more libraries unreadable (the task's library policy)"
@@ -199,9 +205,10 @@ def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan
     unreadable: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     if cuda and not off:  # what the fatbin wall removes must not be read back from the files, nor NVRTC
-        from kag.core.trust.fatbin_wall import compiler_files, fatbin_files
+        from kag.core.trust.fatbin_wall import archive_files, compiler_files, fatbin_files
 
-        unreadable = tuple(fatbin_files(cache_dir=str(cache_root()))) + tuple(compiler_files(str(cache_root())))
+        unreadable = (tuple(fatbin_files(cache_dir=str(cache_root()))) + tuple(compiler_files(str(cache_root())))
+                      + tuple(archive_files(str(cache_root()))))
         optional = tuple(sorted(set(fatbin_files(False, False, str(cache_root()))) - set(unreadable)))
     return CandidatePlan(tmp_dir=tmp, read_paths=reads, unreadable=unreadable, optional=optional, cuda=cuda,
                          landlock=not off, seccomp=not off)

@@ -1,6 +1,6 @@
 """The ``decontam`` filter: drop tasks that compute what a benchmark task computes (trusted side).
 
-Two signals, the higher one is a task's score, and a score at or above ``threshold`` drops it:
+Three signals, the highest one is a task's score, and a score at or above ``threshold`` drops it:
 
 - **op graph** (``kag.core.data.opgraph``): the forward traced on the meta device to aten ops, with
   module, functional and method spellings lowered to the same ops and shapes, names, layout ops and
@@ -15,6 +15,9 @@ Two signals, the higher one is a task's score, and a score at or above ``thresho
   their sequences, averaged with the ratio of the torch API names alone (so two tasks of the same
   shape that call different operators are not taken for copies). Renaming a variable or reordering
   imports leaves it at 1.0; spelling a module as its functional call does not.
+- **numeric** (kag.plugins.data.decontam_numeric), for a task the other two keep: a benchmark task
+  that, built with this task's arguments and the same parameters, gives the same outputs on its
+  inputs computes the same function, however it is spelled: the score is 1.0.
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ class Verdict:
 
     score: float
     closest: str | None
-    signal: str  # "graph", "graph_one_op", "graph_overlap", "ast" or "none"
+    signal: str  # "graph", "graph_one_op", "graph_overlap", "ast", "numeric" or "none"
     ast: float
     graph: float | None  # None when the task could not be traced
     note: str = ""  # the op added/removed, or why there is no graph
@@ -178,16 +181,19 @@ class Decontaminator:
 
     name = "decontam"
 
-    def __init__(self, threshold: float = 0.9, op_graph: bool = True, **_: Any):
+    def __init__(self, threshold: float = 0.9, op_graph: bool = True, numeric: bool = True, **_: Any):
         self.threshold = float(threshold)
         self.op_graph = bool(op_graph)
+        self.numeric = bool(numeric)  # kag.plugins.data.decontam_numeric: what a task computes, by running it
+        self.runnable: list[tuple[str, dict[str, Any]]] = []  # reference tasks' namespaces, for ``numeric``
         self.reference: list[Reference] = []
         self.exact: dict[str, str] = {}  # graph digest -> benchmark task
         self.minus_one: dict[str, tuple[str, str]] = {}  # digest of a benchmark task less one op -> (task, op)
         self.untraced: list[str] = []  # benchmark tasks with no op graph
 
     def params(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "op_graph": self.op_graph, "reference_tasks": len(self.reference),
+        return {"threshold": self.threshold, "op_graph": self.op_graph, "numeric": self.numeric,
+                "reference_tasks": len(self.reference),
                 "reference_graphs": sum(r.graph is not None for r in self.reference)}
 
     def add_reference(self, items: Iterable[tuple[str, str]]) -> None:
@@ -196,6 +202,13 @@ class Decontaminator:
         items = list(items)
         graphs = traced_graphs(items) if self.op_graph else {}
         for name, code in items:
+            if self.numeric:
+                from kag.plugins.data.decontam_numeric import load
+
+                try:
+                    self.runnable.append((name, load(code)))
+                except Exception:  # noqa: BLE001 - a reference that does not even define itself: no numeric signal
+                    pass
             toks = structural_tokens(code)
             ref = Reference(name, toks, api_names(toks))
             if self.op_graph:
@@ -254,8 +267,19 @@ class Decontaminator:
             except OpGraphError as exc:
                 note = f"no op graph: {exc}"
         if graph_s is not None and graph_s >= ast_s:
-            return Verdict(graph_s, graph_name, signal, ast_s, graph_s, note)
-        return Verdict(ast_s, ast_name, "ast" if ast_name else "none", ast_s, graph_s, note)
+            verdict = Verdict(graph_s, graph_name, signal, ast_s, graph_s, note)
+        else:
+            verdict = Verdict(ast_s, ast_name, "ast" if ast_name else "none", ast_s, graph_s, note)
+        if self.numeric and self.runnable and verdict.score < self.threshold:
+            from kag.plugins.data.decontam_numeric import check
+
+            found, why = check(code, self.runnable)
+            if found:
+                return Verdict(1.0, found[0], "numeric", ast_s, graph_s,
+                               f"the same outputs as {', '.join(found[:3])} on its inputs")
+            if found is None:
+                verdict = attrs.evolve(verdict, note="; ".join(filter(None, [verdict.note, why])))
+        return verdict
 
     def score(self, code: str) -> tuple[float, str | None]:
         """Highest similarity to any reference task (by either signal), and which one."""

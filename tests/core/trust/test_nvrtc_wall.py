@@ -126,11 +126,11 @@ def test_a_cuda_build_cannot_read_nvrtc_and_the_nvrtc_backends_can(tmp_path: Pat
 
     cache = tmp_path / "cache"
     hide = hidden_from_build(CudaBackend(), cache)
-    assert os.path.realpath(_nvrtc()) in hide
+    assert os.path.realpath(_nvrtc()) in hide and set(fatbin_wall.archive_files(str(cache))) <= set(hide)
     assert hidden_from_build(NvrtcBackend(), cache) == [] and hidden_from_build(CpuBackend(), cache) == []
     nvrtc = os.path.realpath(_nvrtc())
     sibling = os.path.realpath(sys.executable)  # any other file of the read paths
-    read = [sys.executable, "-c", "import sys; open(sys.argv[1], 'rb').read(4); print('read')"]
+    read = ["sh", "-c", 'head -c 4 "$0" > /dev/null && echo read']  # not Python: it lists folders to import
     work = tmp_path / "work"
     work.mkdir()
     for path, hidden, want in ((nvrtc, hide, "Permission denied"), (sibling, hide, "read"), (nvrtc, [], "read")):
@@ -200,3 +200,56 @@ def test_the_tasks_policy_narrows_a_candidate_to_fewer_libraries(tmp_path: Path)
             t.join()
 
     assert "2 threads" in in_forked_child(threaded, {}).get("error", ""), "a second thread would keep the old rules"
+
+
+def test_the_scan_finds_archives_a_library_could_travel_in(tmp_path: Path, monkeypatch):
+    root = tmp_path / "root"
+    (root / "store").mkdir(parents=True)
+    names = ["nvidia_cuda_nvrtc-13.0.88-py3-none-manylinux2010_x86_64.whl", "torch-2.14.1.tar.gz", "pkg.conda", "x.zip"]
+    for name in names + ["README.txt", "libfoo.so.1"]:
+        (root / "store" / name).write_bytes(b"x")
+    (root / "site" / "pkg").mkdir(parents=True)
+    (root / "site" / "python311.zip").write_bytes(b"x")  # on the import path: Python's own, kept
+    (root / "site" / "pkg" / "data.tar.gz").write_bytes(b"x")  # a package's data: hiding it would make
+    monkeypatch.setattr(fatbin_wall, "library_roots", lambda: [str(root)])  # site/ unlistable, imports fail
+    monkeypatch.setattr(sys, "path", [*sys.path, str(root / "site" / "python311.zip"), str(root / "site")])
+    assert fatbin_wall.archive_files(str(tmp_path / "cache")) == sorted(str(root / "store" / n) for n in names)
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 1, reason="needs Landlock")
+def test_a_cuda_candidate_reads_no_archive_and_writes_none_of_its_own_memory_files(tmp_path: Path):
+    """Two routes an independent review took on the CPU: NVRTC unpacked from a wheel of a local package
+    store into memory and loaded fresh; and a sealed read-only page written through /proc/self/mem (the
+    kernel forces such writes past mseal), which would put GPU code back behind the fatbin wall."""
+    import zipfile
+
+    from kag.core.trust.isolation import SELF, CandidatePlan
+
+    wheel = next(iter(fatbin_wall.archive_files()), None)
+    (tmp_path / "tmp").mkdir()
+    plan = CandidatePlan(tmp_dir=str(tmp_path / "tmp"), read_paths=tuple(confine.system_read_paths()) + SELF,
+                         unreadable=tuple(fatbin_wall.archive_files()), cuda=False, namespaces=False, seccomp=False)
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+
+    def work(out: dict) -> None:
+        plan.apply_in_child()
+        out["maps"] = "libc" in open("/proc/self/maps").read()
+        try:
+            with open("/proc/self/mem", "r+b") as mem:
+                mem.seek(address)
+                mem.write(b"GPU code")
+            out["mem"] = "written"
+        except PermissionError:
+            out["mem"] = "denied"
+        if wheel:
+            try:
+                zipfile.ZipFile(wheel).namelist()
+                out["wheel"] = "read"
+            except PermissionError:
+                out["wheel"] = "denied"
+
+    got = in_forked_child(work, {})
+    assert got["maps"] and got["mem"] == "denied", got
+    if wheel:
+        assert got["wheel"] == "denied", (wheel, got)
