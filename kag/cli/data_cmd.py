@@ -199,7 +199,7 @@ def _unchecked(stage: dict[str, Any]) -> None:
 @common_out
 @click.option("--against", default=None, metavar="NAME:PATH", help="Benchmark to compare with, e.g. kernelbench:PATH.")
 @click.option("--threshold", type=float, default=0.9, show_default=True,
-              help="Drop tasks whose similarity (op graph or AST) is at or above this.")
+              help="Drop tasks whose similarity (op graph, AST, or the same outputs: 1.0) is at or above this.")
 @quiet_opt
 @plugin_options
 @user_errors

@@ -222,7 +222,7 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
 def decontaminate(plugins: Plugins, tasks: list[dict[str, Any]], out: Path, manifest: Manifest,
                   reference: list[tuple[str, str]] | None, against: str | None, threshold: float,
                   bar: Any) -> list[dict[str, Any]]:
-    params = {"against": against, "threshold": threshold, "method": "op_graph+ast"}
+    params = {"against": against, "threshold": threshold, "method": "op_graph+ast+numeric"}
     if _check_params(manifest, "decontam", params) and out.exists():
         return read_jsonl(out)
     start = time.perf_counter()

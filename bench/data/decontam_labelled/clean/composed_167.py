@@ -1,0 +1,31 @@
+# clean: rule composer, torch#3
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Unfold -> cumprod -> Hardshrink (torch#3, composed by kag data rule)"""
+
+    def __init__(self):
+        super().__init__()
+        self.op0 = nn.Unfold(kernel_size=3)
+        self.op2 = nn.Hardshrink()
+
+    def forward(self, x):
+        x = self.op0(x)
+        x = torch.cumprod(x, dim=-1)
+        x = self.op2(x)
+        return x
+
+
+input_shape = (4, 32, 16, 16)
+
+
+def get_inputs():
+    return [torch.rand(*input_shape)]
+
+
+def get_init_inputs():
+    return []
+
