@@ -2,7 +2,9 @@
 
 The prompt offers a random menu of crawled operators with their constructor and call, and asks
 for one ``Model`` applying K of them in sequence; the answer's last python code block is the
-task. It is kept only if it passes the task check and runs on the meta device.
+task. It is kept only if it passes the task check and runs on the meta device. An answer that does
+not (no code block, an invalid module, shapes that do not fit) goes back to the policy with the
+error, up to ``repairs`` times (the paper's composer is an LLM that fixes its own shape errors).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ def prompt(menu: list[Seed], count: int, shape: list[int], profile: dict[str, An
         "Answer with one ```python code block holding the whole module (imports, Model, get_inputs, "
         "get_init_inputs) and nothing after it."
     )
+
+
+def repair_prompt(error: str) -> str:
+    """What the policy is told when its answer cannot be a task."""
+    return (f"That module cannot be a task: {error}. Fix it (make each operator's output fit the next "
+            "operator's input, keep the operators you chose) and answer again with the whole module in one "
+            "```python code block.")
 
 
 def answer_text(reply: Any) -> str:
@@ -82,7 +91,8 @@ def validate(code: str) -> list[int]:
         with torch.device("meta"), torch.no_grad():
             out = ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
     except Exception as exc:  # noqa: BLE001
-        raise ComposeError(f"task does not run ({type(exc).__name__})") from None
+        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise ComposeError(f"task does not run ({type(exc).__name__}{': ' + detail if detail else ''})") from None
     if not isinstance(out, torch.Tensor):
         raise ComposeError("forward does not return a tensor")
     return list(out.shape)
@@ -109,7 +119,7 @@ class LLMComposer:
     name = "llm"
 
     def __init__(self, policy: str | None = None, policy_options: dict[str, Any] | None = None,
-                 plugins: Any = None, profile: str = "cpu", menu_size: int = 12, **_: Any):
+                 plugins: Any = None, profile: str = "cpu", menu_size: int = 12, repairs: int = 2, **_: Any):
         if profile not in SIZE_PROFILES:
             raise SynthesisError(f"unknown size profile {profile!r}; choose one of {', '.join(SIZE_PROFILES)}")
         if plugins is None:
@@ -120,9 +130,11 @@ class LLMComposer:
         self.policy = plugins.create("policy", self.policy_name, **(policy_options or {}))
         self.profile_name, self.profile = profile, SIZE_PROFILES[profile]
         self.menu_size = int(menu_size)
+        self.repairs = max(0, int(repairs))
 
     def params(self) -> dict[str, Any]:
-        return {"policy": self.policy_name, "profile": self.profile_name, "menu_size": self.menu_size}
+        return {"policy": self.policy_name, "profile": self.profile_name, "menu_size": self.menu_size,
+                "repairs": self.repairs}
 
     def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> ComposedTask:
         rng = random.Random(f"{seed}:{index}:{bucket}")
@@ -135,17 +147,29 @@ class LLMComposer:
         shape = sample_shape(3 if hidden else menu[0].rank, self.profile, rng, hidden=hidden)
         messages = [Message(role="system", content=SYSTEM),
                     Message(role="user", content=prompt(menu, count, shape, self.profile, rng))]
-        try:
-            reply = self.policy.act(messages, [])
-        except Exception as exc:  # noqa: BLE001 - a policy failure is this item's reason
-            raise ComposeError(f"policy failed ({type(exc).__name__})") from None
-        code = extract_code(answer_text(reply))
-        out_shape = validate(code)
+        errors: list[str] = []
+        for attempt in range(self.repairs + 1):
+            try:
+                reply = self.policy.act(messages, [])
+            except Exception as exc:  # noqa: BLE001 - a policy failure is this item's reason
+                raise ComposeError(f"policy failed ({type(exc).__name__})") from None
+            text = answer_text(reply)
+            try:
+                code = extract_code(text)
+                out_shape = validate(code)
+                break
+            except ComposeError as exc:
+                errors.append(str(exc))
+                if attempt == self.repairs:
+                    raise ComposeError("; then ".join(errors)) from None
+                messages = [*messages, Message(role="assistant", content=text),
+                            Message(role="user", content=repair_prompt(str(exc)))]
         ops = ops_used(code, seeds) or ["unknown"]
         source = next((s.source for s in menu if s.op in ops), bucket) if hidden else bucket
         return ComposedTask(id=f"{bucket}:{index}", code=code, ops=ops, data_source=source, composer="llm",
                          made_by={"policy": self.policy_name, "menu": [s.op for s in menu], "asked_ops": count,
-                                  "output_shape": out_shape, "profile": self.profile_name})
+                                  "output_shape": out_shape, "profile": self.profile_name,
+                                  "repaired": errors})
 
 
 @hookimpl

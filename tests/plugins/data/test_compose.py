@@ -96,7 +96,8 @@ def get_init_inputs():
 def test_llm_composer_through_the_replay_policy(seeds):
     plugins = Plugins()
     calls = [{"content": ANSWER}, {"content": "I cannot."}, {"content": "```python\nx = 1\n```"}]
-    composer = plugins.create("composer", "llm", plugins=plugins, policy="replay", policy_options={"calls": calls})
+    composer = plugins.create("composer", "llm", plugins=plugins, policy="replay", policy_options={"calls": calls},
+                              repairs=0)
     cand = composer.compose(seeds, "torch#2", 0)
     assert cand.composer == "llm" and cand.data_source == "torch#2"
     assert "Conv2d" in cand.ops and cand.made_by["output_shape"] == [2, 4, 14, 14]
@@ -127,3 +128,34 @@ def test_llm_prompt_offers_the_menu(seeds):
     prompt = seen[0][-1].content
     assert "exactly 3 of these operators" in prompt
     assert all(f"- {op} (" in prompt for op in cand.made_by["menu"])
+
+
+def test_llm_composer_repairs_a_shape_error_with_the_error_in_the_prompt(seeds):
+    """The paper's composer is an LLM that fixes its own mistakes: an answer whose shapes do not fit goes
+    back with the error; the fixed answer is the task, and the record says what was repaired."""
+    from kag.core.plugins import PluginEntry
+    from kag.core.records import Message
+
+    broken = ANSWER.replace("return [torch.rand(2, 8, 16, 16)]", "return [torch.rand(2, 5, 16, 16)]")
+    answers = [broken, ANSWER]
+    seen: list[list[Message]] = []
+
+    class Scripted:
+        def act(self, messages, tools):
+            seen.append(list(messages))
+            return Message(role="assistant", content=answers[len(seen) - 1])
+
+    plugins = Plugins()
+    plugins.registry["policy"]["scripted"] = PluginEntry("policy", "scripted", Scripted, "test", "test")
+    composer = plugins.create("composer", "llm", plugins=plugins, policy="scripted")
+    cand = composer.compose(seeds, "torch#2", 0)
+    assert cand.made_by["output_shape"] == [2, 4, 14, 14] and "rand(2, 8, 16, 16)" in cand.code
+    assert len(cand.made_by["repaired"]) == 1 and "task does not run (RuntimeError: " in cand.made_by["repaired"][0]
+    repair = seen[1][-1].content
+    assert seen[1][-2].content == broken and "cannot be a task: task does not run (RuntimeError" in repair
+    assert "Invalid channel dimensions" in repair  # torch's own words on the mismatch (meta device)
+
+    seen.clear()
+    answers[:] = [broken, broken, broken]
+    with pytest.raises(ComposeError, match=r"task does not run .*; then task does not run .*; then task does not run"):
+        composer.compose(seeds, "torch#2", 1)  # two repairs by default, then the item fails with all three
