@@ -226,6 +226,9 @@ ATTACKS: list[Case] = [
     *_attack("late_fallback_python", BOTH, "no-torch-fallback", "aten::relu", timed=True,
              family="kernel records on every call", also=(("no-torch-fallback", "torch.relu"),),
              by_backend={"cuda": {"expect": "cuda_error", "detail": "PyTorch's own CUDA kernels"}}),
+    # -- the CPU provenance count drowned: threads spinning in the solution's module beside the fallback
+    *_attack("dilute_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",

@@ -116,7 +116,12 @@ def category(path: str, solution_dir: str | None) -> str:
 def running_pcs(pid: int, fds: dict[str, int] | None = None) -> list[int]:
     """The program counters of ``pid``'s threads that were running user code when it stopped
     (``fds`` keeps each thread's file open between samples)."""
-    pcs: list[int] = []
+    return [pc for _, pc in running_threads(pid, fds)]
+
+
+def running_threads(pid: int, fds: dict[str, int] | None = None) -> list[tuple[str, int]]:
+    """(thread id, program counter) of each of ``pid``'s threads running user code when it stopped."""
+    pcs: list[tuple[str, int]] = []
     fds = {} if fds is None else fds
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -134,7 +139,7 @@ def running_pcs(pid: int, fds: dict[str, int] | None = None) -> list[int]:
         # a system call's number and arguments: blocked (or leaving) a call, idle for our purpose
         if fields and fields[0].startswith("-") and len(fields) >= 3:
             try:
-                pcs.append(int(fields[2], 16))
+                pcs.append((tid, int(fields[2], 16)))
             except ValueError:
                 continue
     return pcs
@@ -160,6 +165,7 @@ class CpuProvenance:
     expected_s: float = 0.001  # a call's expected time: samples are spread over it
     counts: dict[str, int] = attrs.field(factory=lambda: {"solution": 0, "torch": 0, "foreign": 0, "runtime": 0})
     places: dict[str, int] = attrs.field(factory=dict)  # samples per library file (the report's detail)
+    threads: dict[str, dict[str, int]] = attrs.field(factory=dict)  # the counts of each thread
     windows: int = 0
     attempts: int = 0  # samples taken (running threads or not)
     stop: Callable[[], None] | None = None  # the judge's stop and resume of the candidate (its bookkeeping)
@@ -215,13 +221,15 @@ class CpuProvenance:
             os.kill(self.pid, signal.SIGSTOP)
             os.waitpid(self.pid, os.WUNTRACED)
         try:
-            for pc in running_pcs(self.pid, self._fds):
+            for tid, pc in running_threads(self.pid, self._fds):
                 path = self._where(pc)
                 kind = category(path, self.solution_dir)
                 name = os.path.basename(path) or "[anonymous]"
                 if kind == "torch" and self._bookkeeping(path, pc):
                     kind, name = "runtime", f"{name} (bookkeeping)"
                 self.counts[kind] += 1
+                mine = self.threads.setdefault(tid, {"solution": 0, "torch": 0, "foreign": 0, "runtime": 0})
+                mine[kind] += 1
                 self.places[name] = self.places.get(name, 0) + 1
         finally:
             if self.resume is not None:
@@ -250,17 +258,27 @@ class CpuProvenance:
         return sum(self.counts.values())
 
     def verdicts(self) -> list[str]:
+        top = sorted(self.places.items(), key=lambda kv: -kv[1])[:4]
+        where = ", ".join(f"{name} {count}" for name, count in top)
         outside = self.counts["torch"] + self.counts["foreign"]
         n = self.running if self.gpu else outside + self.counts["solution"]
-        if n < MIN_SAMPLES:
-            return []
-        if wilson_lower(outside, n) > FOREIGN_SHARE:
-            top = sorted(self.places.items(), key=lambda kv: -kv[1])[:4]
-            where = ", ".join(f"{name} {count}" for name, count in top)
+        if n >= MIN_SAMPLES and wilson_lower(outside, n) > FOREIGN_SHARE:
             of = "running samples" if self.gpu else "samples of computing code"
             return [f"{outside} of {n} {of} in the candidate's threads during its calls were in PyTorch's or another "
                     f"library's code ({self.counts['torch']} in PyTorch), {self.counts['solution']} in the solution's own "
                     f"module ({where}): its work is done by code that is not the solution's"]
+        if self.gpu:
+            return []
+        # each thread on its own too: threads spinning in the solution's module beside a PyTorch fallback
+        # drowned it in "solution" samples (4 threads: 8931 of 9292 computing samples; reward 1 on the VM)
+        for tid, mine in sorted(self.threads.items(), key=lambda kv: -(kv[1]["torch"] + kv[1]["foreign"])):
+            out_t = mine["torch"] + mine["foreign"]
+            n_t = out_t + mine["solution"]
+            if n_t >= MIN_SAMPLES and wilson_lower(out_t, n_t) > FOREIGN_SHARE:
+                return [f"{out_t} of {n_t} samples of computing code in one of the candidate's threads during its calls "
+                        f"were in PyTorch's or another library's code ({mine['torch']} in PyTorch), {mine['solution']} "
+                        f"in the solution's own module ({len(self.threads)} threads sampled; {where}): its work is done "
+                        f"by code that is not the solution's"]
         return []
 
     def close(self) -> None:
@@ -273,4 +291,5 @@ class CpuProvenance:
 
     def summary(self) -> dict[str, Any]:
         return {"windows": self.windows, "samples": self.attempts, "running_samples": self.running, **self.counts,
+                "threads": len(self.threads),
                 "top": dict(sorted(self.places.items(), key=lambda kv: -kv[1])[:6])}

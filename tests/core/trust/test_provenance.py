@@ -70,3 +70,28 @@ def test_allocation_under_the_profiler_is_bookkeeping_and_pytorchs_compute_is_no
     book = sum(n for name, n in computing.places.items() if name.endswith("(bookkeeping)"))
     assert computing.counts["torch"] >= 20 and computing.counts["torch"] > 5 * book, (computing.counts,
                                                                                       computing.places)
+
+
+def test_threads_spinning_in_the_solution_do_not_drown_a_fallback_in_another():
+    """The aggregate share can be diluted (four threads spinning in the solution's module beside
+    at::cpu::clamp_min: 8931 of 9292 computing samples were the solution's, reward 1); each thread is
+    judged on its own too, and honest threads that all compute in the solution pass."""
+    def prov(threads: dict[str, dict[str, int]]) -> CpuProvenance:
+        p = CpuProvenance(pid=0, solution_dir=None)
+        p.threads = threads
+        for mine in threads.values():
+            for kind, n in mine.items():
+                p.counts[kind] += n
+        return p
+
+    spin = {"solution": 3000, "torch": 0, "foreign": 0, "runtime": 10}
+    caller = {"solution": 2, "torch": 90, "foreign": 0, "runtime": 20}
+    diluted = prov({"1": caller, "2": dict(spin), "3": dict(spin), "4": dict(spin)})
+    assert diluted.counts["torch"] < 0.01 * diluted.counts["solution"]
+    found = diluted.verdicts()
+    assert found and "90 of 92 samples of computing code in one of the candidate's threads" in found[0]
+    honest = prov({"1": {"solution": 40, "torch": 12, "foreign": 0, "runtime": 30},  # allocation, dispatch
+                   "2": {"solution": 60, "torch": 0, "foreign": 0, "runtime": 1}})
+    assert honest.verdicts() == []
+    few = prov({"1": {"solution": 0, "torch": 5, "foreign": 0, "runtime": 0}, "2": dict(spin)})
+    assert few.verdicts() == []  # too few samples in the one thread to say
