@@ -32,9 +32,9 @@ RTOL, ATOL = 1e-3, 1e-4
 
 def load(code: str) -> dict[str, Any]:
     """The task module's namespace (``Model``, ``get_inputs``, ``get_init_inputs``)."""
-    ns: dict[str, Any] = {"__name__": "kag_decontam_task"}
-    exec(compile(code, "<task>", "exec"), ns)  # noqa: S102 - tasks are code by definition (the filter's input)
-    return ns
+    from kag.core.tasks import load_module
+
+    return load_module(code, "<task>")
 
 
 def by_shape(model: Any) -> None:
