@@ -3,7 +3,7 @@
 Applied by the candidate's harness on itself during ``prepare``, before any solution code exists
 there (so the code that raises it is still the evaluator's). CUDA loads a kernel's code lazily,
 from the ``.nv_fatbin`` section of the library that registered it, the first time the kernel is
-launched. The wall maps anonymous pages over that section of every loaded library with GPU code
+launched. The wall maps read-only pages over that section of every loaded library with GPU code
 (libtorch_cuda.so, cuSPARSE, cuRAND, NCCL, ...) except the libraries the task's policy allows
 (cuBLAS for GEMM, cuDNN for conv) and NVRTC, after the kernels the harness and a model's
 construction need have been loaded (fills, random initialisation, arange). From then on every
@@ -50,7 +50,8 @@ NVRTC = re.compile(r"^lib(caffe2_)?nvrtc")
 # independent review did it with a wheel under /opt and memfd_create). None is needed to run a solution.
 ARCHIVE = re.compile(r"\.(whl|zip|egg|jar|tar|tgz|tbz2|txz|conda|deb|rpm|7z)$|\.tar\.(gz|bz2|xz|zst|lz4)$", re.I)
 PROT_READ, PROT_WRITE = 1, 2
-MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
+MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
+F_SEAL_ALL = 0x0001 | 0x0002 | 0x0004 | 0x0008  # F_SEAL_SEAL, SHRINK, GROW, WRITE
 
 
 def elf_sections(path: str) -> list[tuple[str, int, int, int]] | None:
@@ -163,7 +164,7 @@ def wall_section(path: str, sections: dict[str, Any] | None = None) -> tuple[int
 
 def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True,
                sections: dict[str, Any] | None = None, sealed: bool = True) -> list[str]:
-    """Map anonymous read-only pages over the GPU code of every loaded library the policy does not
+    """Map read-only pages (``cover``) over the GPU code of every loaded library the policy does not
     allow (bytes of other sections sharing the first and last page are kept). ``sections``: see
     ``wall_section``; ``sealed``: ``seal`` them (off only to show, in a test, what sealing stops).
     Returns the names of the libraries walled; raises OSError when a library's code cannot be found
@@ -187,18 +188,35 @@ def raise_wall(allow_cublas: bool = True, allow_cudnn: bool = True,
         lo, hi = addr // page * page, (addr + size + page - 1) // page * page
         keep_lo = ctypes.string_at(lo, addr - lo)
         keep_hi = ctypes.string_at(addr + size, hi - addr - size)
-        got = libc.mmap(lo, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
-        if got != lo:
-            err = ctypes.get_errno()
-            raise OSError(err, f"the fatbin wall could not cover {path}: {os.strerror(err)}")
-        ctypes.memmove(lo, keep_lo, len(keep_lo))
-        ctypes.memmove(addr + size, keep_hi, len(keep_hi))
-        if libc.mprotect(lo, hi - lo, PROT_READ) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"the fatbin wall could not protect {path}: {os.strerror(err)}")
+        cover(libc, lo, hi - lo, PROT_READ, {0: keep_lo, addr + size - lo: keep_hi}, f"the fatbin wall, {path}")
         SEALED[os.path.basename(path)] = sealed and seal(libc, lo, hi - lo)
         walled.append(os.path.basename(path))
     return walled
+
+
+def cover(libc: Any, lo: int, size: int, prot: int, keep: dict[int, bytes], what: str) -> None:
+    """Map ``size`` bytes at ``lo`` (page-aligned) that read as zeros but for ``keep`` (offset -> bytes),
+    with ``prot`` (read-only or nothing), from a memory file sealed against writing, shared. Such a
+    mapping cannot become writable, and the kernel's forced writes (``/proc/self/mem``, ptrace), which
+    pass both the protection and ``mseal`` of a private mapping, fail on it: the candidate cannot put
+    GPU code it brought itself back here. The file is sparse (holes cost no memory until read)."""
+    import fcntl
+
+    fd = os.memfd_create("kag-wall", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        for offset, data in keep.items():
+            if data and os.pwrite(fd, data, offset) != len(data):
+                raise OSError(5, f"{what}: a short write to the covering file")
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, F_SEAL_ALL)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        got = libc.mmap(lo, size, prot, MAP_SHARED | MAP_FIXED, fd, 0)
+        if got != lo:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: could not cover the pages: {os.strerror(err)}")
+    finally:
+        os.close(fd)
 
 
 SEALED: dict[str, bool] = {}  # library -> whether its walled pages are sealed (mseal: Linux 6.10+)

@@ -55,9 +55,10 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-# A candidate reads its own /proc entries (maps, status, fds) but writes none: through /proc/self/mem a
-# process writes even its sealed read-only pages (the kernel forces the write), which would put GPU code
-# back behind the fatbin wall (found by an independent review, on the CPU).
+# A candidate writes its own /proc entries: the CUDA driver names its threads there (cuInit fails with error
+# 304 when /proc/self is read-only: bench/results/2026-11-27-issue28-procself). /proc/self/mem, which writes
+# even read-only sealed private pages, cannot reach the walls' pages: they are shared mappings of
+# write-sealed memory files (kag.core.trust.fatbin_wall.cover).
 SELF = ("/proc/self",)
 
 
@@ -103,7 +104,7 @@ class CandidatePlan:
         if self.landlock and confine.landlock_abi() > 0:
             self.devices = tuple(confine.device_paths(self.cuda))
             self.listings = confine.holder_listings(self.unreadable + self.optional)
-            policy = confine.LandlockPolicy(read=self.read_paths + SELF, write=(self.tmp_dir, "/dev/shm"),
+            policy = confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", *SELF),
                                             devices=self.devices, exclude=self.unreadable, listings=self.listings)
             abi = confine.apply_landlock(policy)
             self.applied.append(f"landlock (ABI {abi})")
@@ -124,7 +125,7 @@ class CandidatePlan:
         if threads != 1:
             raise OSError(f"the task's library policy cannot be applied: the candidate runs {threads} threads")
         self.unreadable = self.unreadable + more
-        confine.apply_landlock(confine.LandlockPolicy(read=self.read_paths + SELF, write=(self.tmp_dir, "/dev/shm"),
+        confine.apply_landlock(confine.LandlockPolicy(read=self.read_paths, write=(self.tmp_dir, "/dev/shm", *SELF),
                                                       devices=self.devices, exclude=self.unreadable,
                                                       listings=self.listings))
         return f"landlock: {len(more)} more libraries unreadable (the task's library policy)"

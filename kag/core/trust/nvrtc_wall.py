@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any
 
-from kag.core.trust.fatbin_wall import (MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, NVRTC, PROT_READ, PROT_WRITE, SEALED,
+from kag.core.trust.fatbin_wall import (NVRTC, PROT_READ, SEALED, cover,
                                         mapped_libraries, seal)
 
 # what in a task's reference runs on cuDNN: convolutions (any dimension, transposed, lazy) and RNNs
@@ -77,22 +77,20 @@ def close_compiler(code: dict[str, list[list[int]]], sealed: bool = True) -> lis
 
 def _blank(libc: Any, start: int, end: int, path: str) -> None:
     """Pages nothing may read or run over [start, end); bytes outside it on the first and last page
-    kept, read-only."""
+    kept, read-only. Both from a write-sealed memory file (``fatbin_wall.cover``): not even the
+    kernel's forced writes through /proc/self/mem can put code there."""
     page = mmap.PAGESIZE
     inner_lo, inner_hi = -(-start // page) * page, end // page * page
+    what = f"could not cover NVRTC's code in {path}"
     if inner_lo < inner_hi:
-        got = libc.mmap(inner_lo, inner_hi - inner_lo, 0, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
-        _call(0 if got == inner_lo else -1, f"could not cover NVRTC's code in {path}")
+        cover(libc, inner_lo, inner_hi - inner_lo, 0, {}, what)
     for edge in sorted({start // page * page, (end - 1) // page * page}):
         if inner_lo <= edge < inner_hi:
             continue
         kept = bytearray(ctypes.string_at(edge, page))
         lo, hi = max(start, edge) - edge, min(end, edge + page) - edge
         kept[lo:hi] = bytes(hi - lo)
-        got = libc.mmap(edge, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
-        _call(0 if got == edge else -1, f"could not cover NVRTC's code in {path}")
-        ctypes.memmove(edge, bytes(kept), page)
-        _call(libc.mprotect(edge, page, PROT_READ), f"could not protect NVRTC's pages in {path}")
+        cover(libc, edge, page, PROT_READ, {0: bytes(kept)}, what)
 
 
 def _call(rc: int, what: str) -> None:

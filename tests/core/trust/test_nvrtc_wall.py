@@ -217,31 +217,42 @@ def test_the_scan_finds_archives_a_library_could_travel_in(tmp_path: Path, monke
 
 
 @pytest.mark.skipif(confine.landlock_abi() < 1, reason="needs Landlock")
-def test_a_cuda_candidate_reads_no_archive_and_writes_none_of_its_own_memory_files(tmp_path: Path):
+def test_a_cuda_candidate_reads_no_archive_and_cannot_write_the_walls_pages_through_its_memory_file(tmp_path: Path):
     """Two routes an independent review took on the CPU: NVRTC unpacked from a wheel of a local package
     store into memory and loaded fresh; and a sealed read-only page written through /proc/self/mem (the
-    kernel forces such writes past mseal), which would put GPU code back behind the fatbin wall."""
+    kernel forces such writes past mseal on a private mapping), which would put GPU code back behind the
+    fatbin wall. The candidate may write /proc/self (the CUDA driver names its threads there), so the
+    walls' pages are shared mappings of write-sealed memory files: the forced write fails on them, and
+    still succeeds on an ordinary read-only page (the control: the route is open, the pages close it)."""
     import zipfile
 
-    from kag.core.trust.isolation import SELF, CandidatePlan
+    from kag.core.trust.isolation import CandidatePlan
 
     wheel = next(iter(fatbin_wall.archive_files()), None)
     (tmp_path / "tmp").mkdir()
-    plan = CandidatePlan(tmp_dir=str(tmp_path / "tmp"), read_paths=tuple(confine.system_read_paths()) + SELF,
+    plan = CandidatePlan(tmp_dir=str(tmp_path / "tmp"), read_paths=tuple(confine.system_read_paths()),
                          unreadable=tuple(fatbin_wall.archive_files()), cuda=False, namespaces=False, seccomp=False)
-    page = mmap.mmap(-1, mmap.PAGESIZE)
-    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
 
     def work(out: dict) -> None:
         plan.apply_in_child()
-        out["maps"] = "libc" in open("/proc/self/maps").read()
-        try:
-            with open("/proc/self/mem", "r+b") as mem:
-                mem.seek(address)
-                mem.write(b"GPU code")
-            out["mem"] = "written"
-        except PermissionError:
-            out["mem"] = "denied"
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        size = 2 * mmap.PAGESIZE
+        walled = libc.mmap(None, size, 1, 0x22, -1, 0)  # where a library's GPU code was
+        fatbin_wall.cover(libc, walled, size, fatbin_wall.PROT_READ, {10: b"kept"}, "test")
+        out["sealed"] = fatbin_wall.seal(libc, walled, size)
+        plain = libc.mmap(None, mmap.PAGESIZE, 1, 0x22, -1, 0)  # read-only, private
+        for name, address in (("walled", walled + mmap.PAGESIZE), ("plain", plain)):
+            try:
+                with open("/proc/self/mem", "r+b", buffering=0) as mem:
+                    mem.seek(address)
+                    mem.write(b"GPU code")
+                out[name] = "written" if ctypes.string_at(address, 8) == b"GPU code" else "unchanged"
+            except OSError as exc:
+                out[name] = f"refused ({exc.strerror})"
+        out["kept"] = ctypes.string_at(walled + 10, 4).decode()
+        out["zeros"] = ctypes.string_at(walled + mmap.PAGESIZE, 8).hex()
         if wheel:
             try:
                 zipfile.ZipFile(wheel).namelist()
@@ -250,6 +261,7 @@ def test_a_cuda_candidate_reads_no_archive_and_writes_none_of_its_own_memory_fil
                 out["wheel"] = "denied"
 
     got = in_forked_child(work, {})
-    assert got["maps"] and got["mem"] == "denied", got
+    assert got["plain"] == "written", got  # /proc/self/mem is writable in a candidate
+    assert got["walled"].startswith("refused") and got["zeros"] == bytes(8).hex() and got["kept"] == "kept", got
     if wheel:
         assert got["wheel"] == "denied", (wheel, got)

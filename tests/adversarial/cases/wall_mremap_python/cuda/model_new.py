@@ -22,7 +22,7 @@ def undo_wall(library="libtorch_cuda"):
             vmas.append((a, b, int(parts[2], 16), parts[5].strip() if len(parts) > 5 else ""))
     restored = 0
     for prev, wall, nxt in zip(vmas, vmas[1:], vmas[2:]):
-        if library not in prev[3] or nxt[3] != prev[3] or wall[3] or prev[1] != wall[0] or wall[1] != nxt[0]:
+        if library not in prev[3] or nxt[3] != prev[3] or wall[3] == prev[3] or prev[1] != wall[0] or wall[1] != nxt[0]:
             continue
         lo, hi = wall[0], wall[1]
         old = prev[1] - prev[0]

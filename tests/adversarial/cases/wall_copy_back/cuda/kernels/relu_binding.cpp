@@ -1,6 +1,8 @@
 #include <torch/types.h>
 #include <torch/csrc/utils/pybind.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <cerrno>
 #include <cstdio>
@@ -9,10 +11,11 @@
 #include <vector>
 #include "binding_registry.h"
 
-// The attack: the fatbin wall replaced libtorch_cuda's GPU code with anonymous read-only pages. A
+// The attack: the fatbin wall replaced libtorch_cuda's GPU code with read-only pages. A
 // solution's build can read libtorch_cuda.so (the linker needs it), so it can carry that code in its own
 // module (.incbin of the section's bytes) and write it back over the walled pages: make them writable
-// (mprotect), or map fresh writable pages over them (MAP_FIXED), or unmap them. The bytes themselves
+// (mprotect), or map fresh writable pages over them (MAP_FIXED), or unmap them, or write them through
+// /proc/self/mem (the kernel forces such writes past a private mapping's protection). The bytes themselves
 // are not carried here: whether the pages can be written at all is the question. Then run
 // at::cuda::clamp_min through a pointer found with dlsym.
 struct Vma { uintptr_t a, b; std::string perms, path; };
@@ -36,9 +39,19 @@ static int copy_back() {
   int writable = 0;
   for (size_t i = 1; i + 1 < v.size(); ++i) {
     const Vma &prev = v[i - 1], &wall = v[i], &next = v[i + 1];
-    if (prev.path.find("libtorch_cuda") == std::string::npos || next.path != prev.path || !wall.path.empty()
-        || prev.b != wall.a || wall.b != next.a || wall.perms != "r--p") continue;  // the wall's read-only pages
+    if (prev.path.find("libtorch_cuda") == std::string::npos || next.path != prev.path || wall.path == prev.path
+        || prev.b != wall.a || wall.b != next.a || wall.perms.rfind("r--", 0) != 0) continue;  // the wall's read-only pages
     size_t len = wall.b - wall.a;
+    int mem = open("/proc/self/mem", O_RDWR);
+    if (mem < 0) {
+      printf("/proc/self/mem refused: %s\n", strerror(errno));
+    } else {
+      const char bytes[8] = {'G', 'P', 'U', ' ', 'c', 'o', 'd', 'e'};
+      ssize_t n = pwrite(mem, bytes, sizeof bytes, (off_t)(wall.a + len / 2));
+      if (n != (ssize_t)sizeof bytes) printf("/proc/self/mem write refused: %s\n", strerror(errno));
+      else if (memcmp((void*)(wall.a + len / 2), bytes, sizeof bytes) == 0) { printf("wall writable (/proc/self/mem)\n"); ++writable; }
+      close(mem);
+    }
     if (mprotect((void*)wall.a, len, PROT_READ | PROT_WRITE) != 0) {
       printf("mprotect refused: %s\n", strerror(errno));
     } else {

@@ -9,7 +9,7 @@
 #include <vector>
 #include "binding_registry.h"
 
-// The attack: the fatbin wall replaced libtorch_cuda's GPU code with anonymous pages, but the
+// The attack: the fatbin wall replaced libtorch_cuda's GPU code with pages of its own, but the
 // library's other file mappings still refer to the file. Grow the one before the walled pages in
 // place over their file offsets (mremap: the code is read back from the page cache, no open), put
 // back the wall's kept edges (relocated in memory, not in the file); then run at::cuda::clamp_min
@@ -35,7 +35,7 @@ static int undo_wall() {
   int restored = 0;
   for (size_t i = 1; i + 1 < v.size(); ++i) {
     const Vma &prev = v[i - 1], &wall = v[i], &next = v[i + 1];
-    if (prev.path.find("libtorch_cuda") == std::string::npos || next.path != prev.path || !wall.path.empty()
+    if (prev.path.find("libtorch_cuda") == std::string::npos || next.path != prev.path || wall.path == prev.path
         || prev.b != wall.a || wall.b != next.a) continue;
     size_t len = wall.b - wall.a, old = prev.b - prev.a;
     if (prev.off + old != next.off - len) continue;  // not one segment cut in three
