@@ -266,6 +266,10 @@ ATTACKS: list[Case] = [
              also=(("mismatch", ""),)),
     *_attack("lookahead", ("cuda",), "no-hidden-work", "", timed=True, family="calls of one window",
              also=(("no-tampering", "gc"),)),
+    # the L2 cache warmed for the next call of a window (its input learnt from the order of data pointers):
+    # it may pass, with the speed it really has (bench: against relu_l2_honest on the same task)
+    *_attack("l2_prefetch_next", ("cuda",), "ok", "", timed=True, family="calls of one window",
+             task=_task("cuda", "relu_l2"), also=(("no-hidden-work", ""),)),
     # -- kernels judged by the code that runs, not by names
     *_attack("foreign_named_kernel", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels",
              family="name-based allowances", also=(("no-torch-fallback", "imports"),)),
@@ -307,6 +311,8 @@ HONEST: list[Case] = [
          task=_task("cuda"), expect="ok"),
     *[Case(name="tiny_honest", path=CASES_DIR / "tiny_honest" / b, backend=b, task=_task(b, "tiny"), expect="ok")
       for b in BOTH],
+    Case(name="relu_l2_honest", path=REPO / "examples" / "relu" / "cuda", backend="cuda",
+         task=_task("cuda", "relu_l2"), expect="ok"),  # l2_prefetch_next's honest twin
     # KernelBench single-file solutions (load_inline), read statically and built by kag
     Case(name="kernelbench_single_file", path=REPO / "examples" / "relu" / "kernelbench" / "cpu", backend="cpu",
          task=REPO / "examples" / "relu" / "cpu" / "model.py", expect="ok"),
