@@ -64,13 +64,16 @@ def test_a_pause_says_nothing_of_whether_the_last_call_was_compared(tmp_path):
     task = Task(name="relu1024", source="test", code=TASK, path=str(tmp_path / "task.py"))
     options = EvalOptions(backend="cpu", num_timed=1000, warmup=1, num_checks=2, baselines=(), guards=(),
                           cache_dir=str(tmp_path / "cache"))
-    result = evaluate(task, Solution(model_new=SPY), options)
-    assert result.ok, result.error
-    gaps: list[float] = []
-    for line in result.metadata["candidate_output"].splitlines():
-        if line.startswith("GAPS "):
-            gaps += [float(g) for g in line.split()[1:]]
-    compared = set(result.metadata["calibration"]["compared_calls"])
+    for _ in range(3):  # the number of compared calls is itself secret (12-24 expected): too few to test, again
+        result = evaluate(task, Solution(model_new=SPY), options)
+        assert result.ok, result.error
+        gaps: list[float] = []
+        for line in result.metadata["candidate_output"].splitlines():
+            if line.startswith("GAPS "):
+                gaps += [float(g) for g in line.split()[1:]]
+        compared = set(result.metadata["calibration"]["compared_calls"])
+        if len(compared) >= 10:
+            break
     assert len(gaps) >= 1000 and len(compared) >= 10, (len(gaps), len(compared))
     # the gap before call i+1 follows call i; the first calls are the checks (all compared, before any
     # padding) and the first estimate's windows: the timing's gaps start after them
