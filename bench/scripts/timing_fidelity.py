@@ -8,10 +8,13 @@ an L2 flush before every call, median over the calls). On the CPU backend (``--b
 examples' CPU twins) the independent clock is ``perf_counter`` around each call in such a process.
 
 Steadiness (``--repeat N``): the same solution scored N times, one evaluation after another
-(baselines cached after the first): the coefficient of variation of its speed-up.
+(baselines cached after the first, or timed afresh in each with ``--fresh-baselines``): the
+coefficient of variation of its speed-up; ``--reference-repeat M`` adds the independent clock's ratio
+in M fresh processes, so the spread kag reads can be set beside the spread the kernels really have.
 
     python bench/scripts/timing_fidelity.py [--backend cuda|cpu] [--only NAME,...] [--repeat N]
-                                            [--compile] [--out DIR]
+                                            [--compile] [--fresh-baselines] [--reference-repeat M]
+                                            [--out DIR]
 
 Runs on any machine with one NVIDIA GPU and CUDA torch (or any CPU with ``--backend cpu``). Prints
 the table last; writes fidelity.json / fidelity.md (steadiness.* with --repeat) to --out or $OUT.
@@ -177,6 +180,32 @@ def wall_ms(model, make_inputs, iters: int) -> float:
     return statistics.median(times)
 
 
+def reference_row(name: str, args: argparse.Namespace, cache_dir: str) -> dict:
+    """The independent clock's times of eager and of the solution, in a fresh process."""
+    proc = subprocess.run([sys.executable, __file__, "--backend", args.backend, "--reference-one", name,
+                           "--iters", str(args.iters)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "KAG_CACHE_DIR": cache_dir})  # the objects already built
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": f"reference clock failed: {proc.stderr[-300:]}"}
+    row = json.loads(lines[-1])
+    row["ref_ratio"] = row["ref_eager_ms"] / row["ref_candidate_ms"]
+    return row
+
+
+def reference_spread_table(refs: dict[str, list[dict]], clock: str) -> str:
+    """Each task's eager and solution times on the independent clock, one fresh process each."""
+    lines = [f"| task | processes | eager {clock} ms | candidate {clock} ms | ratio | ratio CV |", "|---|---|---|---|---|---|"]
+    for name, rows in refs.items():
+        ok = [r for r in rows if "ref_ratio" in r]
+        ratios = [r["ref_ratio"] for r in ok]
+        cv = statistics.pstdev(ratios) / statistics.mean(ratios) if len(ratios) > 1 else float("nan")
+        lines.append(f"| {name} | {len(ok)} of {len(rows)} | {', '.join('%.4f' % r['ref_eager_ms'] for r in ok)} | "
+                     f"{', '.join('%.4f' % r['ref_candidate_ms'] for r in ok)} | "
+                     f"{', '.join(f'{x:.3f}' for x in ratios)} | {100 * cv:.2f}% |")
+    return "\n".join(lines) + "\n"
+
+
 def fidelity_table(rows: list[dict], clock: str) -> str:
     lines = [f"| task | eager (kag) ms | candidate (kag) ms | calls/window | kag speed-up | eager {clock} ms "
              f"| candidate {clock} ms | {clock} ratio | kag vs {clock} |", "|---|---|---|---|---|---|---|---|---|"]
@@ -209,6 +238,10 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=0, help="steadiness: score each task this many times")
     parser.add_argument("--compile", action="store_true", help="time torch.compile too (and report the reward)")
+    parser.add_argument("--fresh-baselines", action="store_true",
+                        help="steadiness: time the baselines again in every evaluation (no cache)")
+    parser.add_argument("--reference-repeat", type=int, default=0,
+                        help="steadiness: the independent clock's ratio in this many fresh processes too")
     parser.add_argument("--out", default=os.environ.get("OUT", ""))
     parser.add_argument("--reference-one", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -228,7 +261,8 @@ def main() -> int:
         groups: dict[str, list[dict]] = {}
         for name in names:
             for k in range(args.repeat):
-                row = evaluate_once(name, args.backend, cache_dir, args.compile)
+                row = evaluate_once(name, args.backend, tempfile.mkdtemp(prefix="kag-fid-cache-")
+                                    if args.fresh_baselines else cache_dir, args.compile)
                 groups.setdefault(name, []).append(row)
                 print(json.dumps({k: row.get(k) for k in ("task", "ok", "kag_speedup", "kag_candidate_ms", "reward",
                                                            "eval_s", "error")}), flush=True)
@@ -236,21 +270,24 @@ def main() -> int:
                     (out / "steadiness.json").write_text(json.dumps(groups, indent=1, default=str))
                     (out / "steadiness.md").write_text(steadiness_table(groups))
         print(steadiness_table(groups))
+        if args.reference_repeat:
+            refs = {name: [reference_row(name, args, cache_dir) for _ in range(args.reference_repeat)] for name in names}
+            table = reference_spread_table(refs, clock)
+            print(table)
+            if out:
+                (out / "reference_spread.json").write_text(json.dumps(refs, indent=1))
+                (out / "reference_spread.md").write_text(table)
         return 0
     rows = []
     for name in names:
         row = evaluate_once(name, args.backend, cache_dir, args.compile)
         if row["ok"]:
-            proc = subprocess.run([sys.executable, __file__, "--backend", args.backend, "--reference-one", name,
-                                   "--iters", str(args.iters)], capture_output=True, text=True, timeout=600,
-                                  env={**os.environ, "KAG_CACHE_DIR": cache_dir})  # the objects just built
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-            if lines:
-                row.update(json.loads(lines[-1]))
-                row["ref_ratio"] = row["ref_eager_ms"] / row["ref_candidate_ms"]
-                row["diff_pct"] = 100.0 * (row["kag_speedup"] / row["ref_ratio"] - 1.0)
+            ref = reference_row(name, args, cache_dir)
+            if "error" in ref:
+                row.update(ok=False, error=ref["error"])
             else:
-                row.update(ok=False, error=f"reference clock failed: {proc.stderr[-300:]}")
+                row.update(ref)
+                row["diff_pct"] = 100.0 * (row["kag_speedup"] / row["ref_ratio"] - 1.0)
         rows.append(row)
         print(json.dumps({k: row.get(k) for k in ("task", "ok", "kag_speedup", "ref_ratio", "diff_pct", "eval_s",
                                                    "error")}), flush=True)
