@@ -229,6 +229,10 @@ ATTACKS: list[Case] = [
     # -- the CPU provenance count drowned: threads spinning in the solution's module beside the fallback
     *_attack("dilute_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    *_attack("dilute_threads_python", ("cpu",), "no-torch-fallback", "provenance", timed=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    *_attack("dilute_openmp_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
