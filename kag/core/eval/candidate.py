@@ -449,8 +449,10 @@ class Harness:
 
             try:
                 layers.append(apply_seccomp(no_exec=True, no_fork=True, own_pid=os.getpid()))
-            except Exception as exc:  # noqa: BLE001 - the judge reports what is active
-                layers.append(f"seccomp failed: {exc}")
+            except Exception as exc:  # noqa: BLE001 - fail closed: without the filter the walls can be undone
+                # (mremap of a library's unsealed mapping reads its GPU code back: an independent review, on the CPU)
+                raise RuntimeError(f"the candidate's seccomp filter could not be applied ({exc}); the solution is "
+                                   "not run without it (KAG_CONFINE=0 turns confinement off, for debugging only)") from exc
         mark("candidate", "device, profiler and seccomp ready")
         self.send(("prepared", {"pid": os.getpid(), "layers": layers}))
 
