@@ -49,8 +49,8 @@ NVRTC = re.compile(r"^lib(caffe2_)?nvrtc")
 # candidate could unpack libnvrtc or libtorch_cuda from one into memory and load a fresh copy (an
 # independent review did it with a wheel under /opt and memfd_create). None is needed to run a solution.
 ARCHIVE = re.compile(r"\.(whl|zip|egg|jar|tar|tgz|tbz2|txz|conda|deb|rpm|7z)$|\.tar\.(gz|bz2|xz|zst|lz4)$", re.I)
-PROT_READ, PROT_WRITE = 1, 2
-MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
+PROT_READ = 1
+MAP_SHARED, MAP_FIXED = 0x01, 0x10
 F_SEAL_ALL = 0x0001 | 0x0002 | 0x0004 | 0x0008  # F_SEAL_SEAL, SHRINK, GROW, WRITE
 
 

@@ -155,6 +155,14 @@ def wilson_lower(k: int, n: int, z: float = WILSON_Z) -> float:
     return (centre - spread) / (1 + z * z / n)
 
 
+KINDS = ("solution", "torch", "foreign", "runtime")  # what a sample's code is (``category``, plus bookkeeping)
+
+
+def not_its_own(outside: int, n: int) -> bool:
+    """Enough samples, and surely more than ``FOREIGN_SHARE`` of them outside the solution's code."""
+    return n >= MIN_SAMPLES and wilson_lower(outside, n) > FOREIGN_SHARE
+
+
 @attrs.define
 class CpuProvenance:
     """The samples of one candidate's sampled windows and what they say."""
@@ -163,7 +171,7 @@ class CpuProvenance:
     solution_dir: str | None
     gpu: bool = False  # a GPU backend: shares of every running sample, not of the computing ones
     expected_s: float = 0.001  # a call's expected time: samples are spread over it
-    counts: dict[str, int] = attrs.field(factory=lambda: {"solution": 0, "torch": 0, "foreign": 0, "runtime": 0})
+    counts: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(KINDS, 0))
     places: dict[str, int] = attrs.field(factory=dict)  # samples per library file (the report's detail)
     threads: dict[str, dict[str, int]] = attrs.field(factory=dict)  # the counts of each thread
     windows: int = 0
@@ -228,7 +236,7 @@ class CpuProvenance:
                 if kind == "torch" and self._bookkeeping(path, pc):
                     kind, name = "runtime", f"{name} (bookkeeping)"
                 self.counts[kind] += 1
-                mine = self.threads.setdefault(tid, {"solution": 0, "torch": 0, "foreign": 0, "runtime": 0})
+                mine = self.threads.setdefault(tid, dict.fromkeys(KINDS, 0))
                 mine[kind] += 1
                 self.places[name] = self.places.get(name, 0) + 1
         finally:
@@ -262,7 +270,7 @@ class CpuProvenance:
         where = ", ".join(f"{name} {count}" for name, count in top)
         outside = self.counts["torch"] + self.counts["foreign"]
         n = self.running if self.gpu else outside + self.counts["solution"]
-        if n >= MIN_SAMPLES and wilson_lower(outside, n) > FOREIGN_SHARE:
+        if not_its_own(outside, n):
             of = "running samples" if self.gpu else "samples of computing code"
             return [f"{outside} of {n} {of} in the candidate's threads during its calls were in PyTorch's or another "
                     f"library's code ({self.counts['torch']} in PyTorch), {self.counts['solution']} in the solution's own "
@@ -271,10 +279,10 @@ class CpuProvenance:
             return []
         # each thread on its own too: threads spinning in the solution's module beside a PyTorch fallback
         # drowned it in "solution" samples (4 threads: 8931 of 9292 computing samples; reward 1 on the VM)
-        for tid, mine in sorted(self.threads.items(), key=lambda kv: -(kv[1]["torch"] + kv[1]["foreign"])):
+        for mine in sorted(self.threads.values(), key=lambda c: -(c["torch"] + c["foreign"])):
             out_t = mine["torch"] + mine["foreign"]
             n_t = out_t + mine["solution"]
-            if n_t >= MIN_SAMPLES and wilson_lower(out_t, n_t) > FOREIGN_SHARE:
+            if not_its_own(out_t, n_t):
                 return [f"{out_t} of {n_t} samples of computing code in one of the candidate's threads during its calls "
                         f"were in PyTorch's or another library's code ({mine['torch']} in PyTorch), {mine['solution']} "
                         f"in the solution's own module ({len(self.threads)} threads sampled; {where}): its work is done "
