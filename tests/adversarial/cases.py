@@ -233,6 +233,12 @@ ATTACKS: list[Case] = [
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     *_attack("dilute_openmp_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # caught in 5 of 6 runs on the VM (the window's first stop found a call computing in 5 to 21 of 128
+    # windows, too few to judge on their own): slow, out of CI, until the first stop lands in a call surely
+    *_attack("react_to_stops_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    *_attack("hop_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",

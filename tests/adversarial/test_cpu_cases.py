@@ -31,3 +31,22 @@ def test_cpu_case_verdict(case: Case, tmp_path_factory) -> None:
                       static_guards=static)
     assert matches(case, result, static_guards=static), \
         f"{case.id}: expected {case.expect} {case.detail!r}, got {describe(result, case)}"
+
+
+@pytest.mark.parametrize("name", ["dilute_threads_cpp", "example_relu"])
+def test_an_untimed_evaluation_samples_where_the_work_runs(name: str) -> None:
+    """Provenance is no privilege of timed evaluations: untimed, a fallback's calls went unsampled and it
+    passed as correct (reward 1 where -1 is due). Sampled windows run all the same; an honest kernel passes."""
+    from kag.core.eval.evaluate import evaluate, wait_released
+    from tests.adversarial.cases import load_solution, load_task
+    from tests.adversarial.runner import eval_options
+
+    case = next(c for c in cases("cpu") if c.name == name)
+    result = evaluate(load_task(case), load_solution(case.path), eval_options(case, False, static_guards=False),
+                      guard_plugins())
+    wait_released()
+    samples = (result.metadata.get("observed") or {}).get("cpu_samples") or {}
+    assert samples.get("windows", 0) >= 128 and not result.times_ms, (samples, result.times_ms)
+    caught = [v for v in result.violations if "provenance" in str(v)]
+    assert bool(caught) == (name != "example_relu"), describe(result, case)
+    assert result.correct

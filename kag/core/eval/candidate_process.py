@@ -23,6 +23,7 @@ from kag.core.trust.isolation import ABORT_STATUS
 
 
 MAX_TAIL_BYTES = 64 << 20  # where a window's outputs are: far less than this
+SPIN_BELOW_S = 2e-4  # a sampler's stop due sooner than this is waited for spinning (a sleep wakes ~60 us late)
 
 
 class CandidateFailure(Exception):
@@ -259,7 +260,10 @@ class CandidateProcess:
                 wait = sampler()
                 next_sample = None if wait is None else time.perf_counter() + wait
             if not self.spin:
-                pause = 0.05 if next_sample is None else max(0.0, min(0.05, next_sample - time.perf_counter()))
+                left = None if next_sample is None else next_sample - time.perf_counter()
+                if left is not None and left < SPIN_BELOW_S:
+                    continue  # a stop due sooner than a sleep can wake: waited for spinning, to land in the call
+                pause = 0.05 if left is None else min(0.05, left)
                 select.select([self.done_r, self.conn], [], [], pause)
             if time.monotonic() > deadline or not self._alive_and_within_memory(phase):
                 if time.monotonic() > deadline:

@@ -382,6 +382,8 @@ class CandidateCalls:
         timing: WindowTiming = run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
                                            phase="timing", after=self.rechecker(cand), pause_s=pause,
                                            sampler=self.sampler, deadline=deadline, counter=counter)
+        if not timing.failed and not self.more_samples(cand, calls, deadline, counter, spec.timeouts.timing_s):
+            return False
         self.report.rechecked_calls = self.rechecked
         self.report.calibration["compared_calls"] = list(self.compared_at)  # after the fact: which calls (0-based)
         self.report.durations_s["timing"] = round(time.perf_counter() - start, 3)
@@ -390,6 +392,46 @@ class CandidateCalls:
         self.record_timing(timing, plan, pause)
         mark("judge", "timed windows done")
         return True
+
+    def more_samples(self, cand: CandidateProcess, calls: int, deadline: float, counter: list[int],
+                     limit_s: float) -> bool:
+        """Sampled windows, after the plan's, until the provenance can judge (``CpuProvenance.enough``):
+        at most ``EXTRA_SAMPLED_WINDOWS`` and while a quarter of the time limit is left. A fallback whose
+        samples came out few (a loaded machine, calls quicker than estimated) escaped on no verdict. False:
+        the candidate failed in one (reported)."""
+        from kag.core.eval.judge_timing import EXTRA_SAMPLED_WINDOWS, Plan
+        from kag.core.eval.judge_windows import run_windows
+
+        extra = 0
+        while (self.provenance is not None and not self.provenance.enough() and extra < EXTRA_SAMPLED_WINDOWS
+               and deadline - time.monotonic() > 0.25 * limit_s):
+            batch = min(16, EXTRA_SAMPLED_WINDOWS - extra)
+            more = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * batch), purpose="timed",
+                               timeout_s=limit_s, phase="sampling", after=self.rechecker(cand),
+                               sampler=self.sampler, deadline=deadline, counter=counter)
+            extra += batch
+            if more.failed:
+                return False
+        if extra:
+            self.report.calibration["extra_sampled_windows"] = extra
+        return True
+
+    def sample_untimed(self, cand: CandidateProcess) -> bool:
+        """Where no timing was asked for: sampled windows alone (untimed, outputs not compared), so that
+        the provenance judges an untimed evaluation as it does a timed one."""
+        from kag.core.eval.judge_timing import SAMPLED_WINDOWS, Plan
+        from kag.core.eval.judge_windows import run_windows
+
+        if self.provenance is None:
+            return True
+        limit, kind = self.spec.timeouts.timing_s, "cuda" if self.cuda else "cpu"
+        deadline, counter = time.monotonic() + limit, [0]
+        calls = self.window_calls(cand, self.sets, self.check_per_call_s, self.spec.timeouts.load_s)
+        self.provenance.expected_s = self.check_per_call_s
+        done = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * SAMPLED_WINDOWS[kind]),
+                           purpose="sampled", timeout_s=limit, phase="sampling", after=self.rechecker(cand),
+                           sampler=self.sampler, deadline=deadline, counter=counter)
+        return not done.failed and self.more_samples(cand, calls, deadline, counter, limit)
 
     def pause_s(self, cand: CandidateProcess, calls: int) -> float:
         """The gap after every window: refilling its sets and flushing, poisoning, and the outputs
@@ -463,8 +505,18 @@ class CandidateCalls:
         """Whether sampled windows run (the candidate's CPU time sampled from outside: provenance)."""
         return self.provenance is not None
 
-    def sampler(self) -> Any:
-        return self.provenance.window_sampler() if self.provenance is not None else None
+    def sampler(self, calls: int, timing: Any) -> Any:
+        """A fresh sampler for a sampled window of ``calls`` calls, its stops spread over a call's time
+        as the last timed windows measured it, or the last sampled ones less their stops (the warm-up's
+        and the checks' estimates, taken cold or under another load, were off by up to ten times)."""
+        from kag.core.eval.judge_timing import median
+
+        if self.provenance is None:
+            return None
+        measured = timing.timed_s or timing.sampled_s
+        if measured and timing.calls:
+            self.provenance.expected_s = median(measured[-5:]) / timing.calls
+        return self.provenance.window_sampler(calls)
 
     def record_timing(self, timing: Any, plan: Any, pause: float) -> None:
         from kag.core.eval.judge_timing import skipped_work

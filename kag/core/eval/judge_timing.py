@@ -79,6 +79,7 @@ SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose 
 # 128 on the CPU: with 64, a small fallback (tests/adversarial aten_dlsym) gave only 8-13 computing
 # samples in some runs, too few for the verdict, and escaped in 2 of 14 runs; with 128 the fewest seen in
 # 8 runs was 35, all caught
+EXTRA_SAMPLED_WINDOWS = 256  # at most this many more sampled windows while the samples are too few to judge
 RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per evaluation: with 12, a
 # solution skipping work on one call in three is caught with probability 1 - (2/3)**12 = 99.2%
 FAST_RATIO = 0.5  # a "skipped" window: its calls under half the fastest verified window's
@@ -160,6 +161,7 @@ class WindowTiming:
     timed_s: list[float] = attrs.field(factory=list)
     short_s: list[float] = attrs.field(factory=list)
     null_s: list[float] = attrs.field(factory=list)
+    sampled_s: list[float] = attrs.field(factory=list)  # sampled windows, less the time their stops took
     verified: list[int] = attrs.field(factory=list)
     failed: bool = False  # a compared output was wrong: the timing stopped there
 

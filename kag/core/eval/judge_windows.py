@@ -22,11 +22,12 @@ After = Callable[[str, int, list[int], WindowTiming], "bool | None"]
 
 def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, purpose: str, timeout_s: float,
                 phase: str, after: After | None = None, pause_s: float = 0.0,
-                sampler: Callable[[], Any] | None = None, deadline: float | None = None,
+                sampler: Callable[[int, WindowTiming], Any] | None = None, deadline: float | None = None,
                 counter: list[int] | None = None) -> WindowTiming:
     """Run ``plan`` on ``proc`` (a kag.core.eval.candidate_process.CandidateProcess) whose input sets
     the judge sees as ``sets``; return the windows by kind. ``counter`` numbers the calls across
-    timings (seeds never repeat); ``sampler()`` makes a fresh CPU sampler for a sampled window.
+    timings (seeds never repeat); ``sampler(calls, timing)`` makes a fresh CPU sampler for a sampled window of ``calls`` calls
+    (``timing``: the windows so far).
     ``deadline`` (monotonic) ends the timing as a timeout."""
     from kag.core.eval.candidate_process import CandidateFailure
 
@@ -48,9 +49,11 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
         left = timeout_s if deadline is None else deadline - time.monotonic()
         if left <= 0:
             raise CandidateFailure("timeout", f"{phase} did not finish within its time limit")
-        window = proc.window(calls, left, phase, null=(kind == "null"),
-                             sampler=sampler() if (kind == "sampled" and sampler is not None) else None)
+        stops = sampler(calls, timing) if (kind == "sampled" and sampler is not None) else None
+        window = proc.window(calls, left, phase, null=(kind == "null"), sampler=stops)
         last_end = time.perf_counter()
+        if stops is not None:
+            timing.sampled_s.append(max(0.0, window - stops.stopped_s))
         if kind == "timed":
             timing.timed_s.append(window)
         elif kind == "null":

@@ -25,6 +25,17 @@ launches and waits (``runtime``), and PyTorch's CUDA kernels cannot run at all
 moved to the CPU. Measured on the CPU examples: an honest C++ kernel has 10-25% of its computing
 samples in PyTorch (allocation and dispatch); a fallback through at::cpu:: 95%.
 
+The share is weighed four ways, any of which fails the candidate: of all computing samples; of the
+*stops* that found some thread computing (threads spinning in the solution beside a fallback add samples,
+never such moments, and a fallback spread over at::parallel_for's workers counts once a stop); of each
+thread's samples; and of each window's *first* stop, which a candidate that notices stops (a gap in its
+clock) and turns to its own code for the rest of the window cannot have foreseen. The first stop falls
+uniformly within a call's time as the timed windows measured it. The judge samples more windows until
+the stops can judge (``CpuProvenance.enough``), its sleeps end on time (a 1 ns timer slack, spinning for
+the last 200 us) and it runs above the candidate in the scheduler (kag.core.eval.judge): on a loaded
+2-core machine a fallback beside spinning threads once left 12 computing stops in 384 windows, no
+verdict, and passed. No verdict after all that, once windows were sampled, fails closed.
+
 A sample in PyTorch's library that lies inside one of its exported bookkeeping functions (the
 profiler every call runs under, RecordFunction, allocating an empty tensor, tensor metadata: found by
 name and size in the library's ``.dynsym``) is ``runtime``: the harness's observer and an honest
@@ -41,6 +52,7 @@ import os
 import random
 import re
 import signal
+import time
 from bisect import bisect_right
 from typing import Any, Callable
 
@@ -50,6 +62,10 @@ SAMPLES_PER_CALL = 12  # on average, spread at random over a call's expected tim
 FOREIGN_SHARE = 0.5  # more than this share of the calls' samples in PyTorch's or another library's code ...
 WILSON_Z = 3.0  # ... beyond three standard errors (an honest kernel at 25% is flagged with probability ~1e-4)
 MIN_SAMPLES = 8  # no verdict on fewer samples
+MIN_MOMENTS = 48  # the judge runs more sampled windows until this many stops found computing code (``enough``)
+MIN_THREAD_SAMPLES = 24  # ... and this many computing samples in each thread seen outside the solution
+COMPUTING = frozenset({"solution", "torch", "foreign"})
+OUTSIDE = frozenset({"torch", "foreign"})
 TORCH_LIBS = re.compile(r"^libtorch(_cpu|_cuda|_cuda_linalg)?\.so")
 RUNTIME_LIBS = re.compile(r"^(ld-linux|libc\.|libc-|libm\.|libm-|libpthread|libdl|librt|libstdc\+\+|libgcc|libgomp|"
                           r"libiomp|libc10|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libpython|libz\.|libffi|"
@@ -176,6 +192,20 @@ class CpuProvenance:
     threads: dict[str, dict[str, int]] = attrs.field(factory=dict)  # the counts of each thread
     windows: int = 0
     attempts: int = 0  # samples taken (running threads or not)
+    # stops at which some thread ran computing code, and those at which some thread ran PyTorch's or another
+    # library's: threads added beside a fallback add no such moment, whatever they run
+    moments: int = 0
+    moments_outside: int = 0
+    # the same of each window's first stop alone: a candidate that notices a stop (a gap in its clock) and
+    # turns to its own code for the rest of the window cannot have turned before this one
+    firsts: int = 0
+    firsts_outside: int = 0
+    # per thread, [computing, outside] at each window's first stop (a thread spinning in the solution makes every
+    # first stop a computing one; a later stop of the window, drawn densely, lands at a call's start: biased)
+    first_threads: dict[str, list[int]] = attrs.field(factory=dict)
+    _window_attempts: int = 0  # the samples of the last window begun, and what it asked for
+    _window_target: float = 0.0
+    _scale: float = 1.0  # the delays' scale, shrunk while windows end before their samples are taken
     stop: Callable[[], None] | None = None  # the judge's stop and resume of the candidate (its bookkeeping)
     resume: Callable[[], None] | None = None
     _fds: dict[str, int] = attrs.field(factory=dict)
@@ -220,14 +250,16 @@ class CpuProvenance:
         i = bisect_right(starts, pc - base) - 1
         return i >= 0 and funcs[i][0] <= pc - base < funcs[i][1]
 
-    def sample(self) -> None:
-        """Stop the candidate, record where its running threads are, resume it."""
+    def sample(self, first: bool = False) -> None:
+        """Stop the candidate, record where its running threads are, resume it. ``first``: the
+        window's first stop, which nothing the candidate saw of this window can have foretold."""
         self.attempts += 1
         if self.stop is not None:
             self.stop()
         else:  # a child of this process: stopped once waitpid says so
             os.kill(self.pid, signal.SIGSTOP)
             os.waitpid(self.pid, os.WUNTRACED)
+        kinds: set[str] = set()
         try:
             for tid, pc in running_threads(self.pid, self._fds):
                 path = self._where(pc)
@@ -236,30 +268,46 @@ class CpuProvenance:
                 if kind == "torch" and self._bookkeeping(path, pc):
                     kind, name = "runtime", f"{name} (bookkeeping)"
                 self.counts[kind] += 1
+                kinds.add(kind)
+                if first and kind in COMPUTING:
+                    seen = self.first_threads.setdefault(tid, [0, 0])
+                    seen[0] += 1
+                    seen[1] += kind in OUTSIDE
                 mine = self.threads.setdefault(tid, dict.fromkeys(KINDS, 0))
                 mine[kind] += 1
                 self.places[name] = self.places.get(name, 0) + 1
+            if kinds & COMPUTING:
+                self.moments += 1
+                self.moments_outside += bool(kinds & OUTSIDE)
+                if first:
+                    self.firsts += 1
+                    self.firsts_outside += bool(kinds & OUTSIDE)
         finally:
             if self.resume is not None:
                 self.resume()
             else:
                 os.kill(self.pid, signal.SIGCONT)
 
-    def window_sampler(self) -> Callable[[], float | None]:
-        """A sampler for one window (kag.core.eval.candidate_process.wait_done): the first call
-        returns the delay to the first sample, each later one samples and returns the next delay."""
-        rng = random.SystemRandom()
-        mean = max(self.expected_s, 2e-4) / SAMPLES_PER_CALL
-        started = [False]
+    def window_sampler(self, calls: int = 1) -> "WindowSampler":
+        """A sampler for one window of ``calls`` calls (kag.core.eval.candidate_process.wait_done).
+        When a window ends with under half the samples it asked for (calls quicker than
+        ``expected_s`` said, a loaded machine) the next windows' gaps shrink."""
+        if self._window_target and self._window_attempts < 0.5 * self._window_target:
+            self._scale = max(1 / 64, self._scale * max(self._window_attempts, 1) / self._window_target)
+        self._window_target, self._window_attempts = SAMPLES_PER_CALL * max(calls, 1), 0
         self.windows += 1
+        return WindowSampler(self, max(self.expected_s, 2e-5))
 
-        def sampler() -> float | None:
-            if started[0]:
-                self.sample()
-            started[0] = True
-            return rng.expovariate(1.0 / mean)
-
-        return sampler
+    def enough(self) -> bool:
+        """Whether the samples can tell whose code computes: ``MIN_MOMENTS`` stops found computing code
+        (a GPU backend: as many running samples), and each thread seen in PyTorch's or another library's
+        code has ``MIN_THREAD_SAMPLES`` samples of computing code (on a loaded machine a fallback's thread
+        had 13, beside threads spinning in the solution with hundreds)."""
+        if self.gpu:
+            return self.running >= MIN_MOMENTS
+        return self.moments >= MIN_MOMENTS and all(
+            mine["solution"] + mine["torch"] + mine["foreign"] >= MIN_THREAD_SAMPLES
+            for mine in self.threads.values() if mine["torch"] + mine["foreign"])
 
     @property
     def running(self) -> int:
@@ -277,9 +325,26 @@ class CpuProvenance:
                     f"module ({where}): its work is done by code that is not the solution's"]
         if self.gpu:
             return []
-        # each thread on its own too: threads spinning in the solution's module beside a PyTorch fallback
-        # drowned it in "solution" samples (4 threads: 8931 of 9292 computing samples; reward 1 on the VM)
-        for mine in sorted(self.threads.values(), key=lambda c: -(c["torch"] + c["foreign"])):
+        # at each stop, whether any thread was in PyTorch's or another library's code: threads spinning in the
+        # solution's module beside a fallback drowned it in "solution" samples (4 threads: 8931 of 9292
+        # computing samples; reward 1 on the VM), and spread its own samples thin over its threads
+        # (at::parallel_for's workers: 14 to 65 a thread under load, fewer on CI, where it passed)
+        if not_its_own(self.moments_outside, self.moments):
+            return [f"at {self.moments_outside} of the {self.moments} stops that found the candidate computing during "
+                    f"its calls, one of its threads was in PyTorch's or another library's code ({self.counts['torch']} "
+                    f"samples in PyTorch, {self.counts['solution']} in the solution's own module, "
+                    f"{len(self.threads)} threads; {where}): its work is done by code that is not the solution's"]
+        if not_its_own(self.firsts_outside, self.firsts):
+            return [f"at {self.firsts_outside} of the {self.firsts} sampled windows whose first stop found the candidate "
+                    f"computing, one of its threads was in PyTorch's or another library's code ({self.counts['torch']} "
+                    f"samples in PyTorch, {self.counts['solution']} in the solution's own module; {where}): its work "
+                    f"is done by code that is not the solution's, whatever it runs once it has seen a stop"]
+        for n_t, out_t in sorted(self.first_threads.values(), key=lambda c: -c[1]):  # each thread's first stops
+            if not_its_own(out_t, n_t):
+                return [f"{out_t} of the {n_t} sampled windows whose first stop found one of the candidate's threads "
+                        f"computing found it in PyTorch's or another library's code ({where}): its work is done by "
+                        f"code that is not the solution's, whatever it runs once it has seen a stop"]
+        for mine in sorted(self.threads.values(), key=lambda c: -(c["torch"] + c["foreign"])):  # each thread too
             out_t = mine["torch"] + mine["foreign"]
             n_t = out_t + mine["solution"]
             if not_its_own(out_t, n_t):
@@ -287,6 +352,10 @@ class CpuProvenance:
                         f"were in PyTorch's or another library's code ({mine['torch']} in PyTorch), {mine['solution']} "
                         f"in the solution's own module ({len(self.threads)} threads sampled; {where}): its work is done "
                         f"by code that is not the solution's"]
+        if self.windows and self.moments < MIN_SAMPLES:  # fails closed: no verdict is not a pass
+            return [f"only {self.moments} of {self.attempts} stops in {self.windows} sampled windows found the candidate "
+                    f"computing during its calls ({where or 'nowhere'}): too few to tell that the work is the solution's "
+                    f"(its threads idle or blocked in the kernel while its calls ran)"]
         return []
 
     def close(self) -> None:
@@ -299,5 +368,34 @@ class CpuProvenance:
 
     def summary(self) -> dict[str, Any]:
         return {"windows": self.windows, "samples": self.attempts, "running_samples": self.running, **self.counts,
-                "threads": len(self.threads),
+                "moments": self.moments, "moments_outside": self.moments_outside,
+                "first_stops": self.firsts, "first_stops_outside": self.firsts_outside, "threads": len(self.threads),
+                "expected_ms": round(self.expected_s * 1e3, 4), "delay_scale": round(self._scale, 4),
                 "top": dict(sorted(self.places.items(), key=lambda kv: -kv[1])[:6])}
+
+
+class WindowSampler:
+    """One window's stops: each call takes a sample when one is due and returns the time to the next.
+    The first falls uniformly within the window's first call (``call_s``: a call's time, measured
+    without stops), before the candidate can have seen any stop of this window (``first``); the rest
+    at exponential gaps. ``stopped_s``: the time the candidate spent stopped, which the window's
+    length on the judge's clock includes."""
+
+    def __init__(self, prov: CpuProvenance, call_s: float):
+        self.prov, self.call_s = prov, call_s
+        self.mean = call_s * prov._scale / SAMPLES_PER_CALL
+        self.rng = random.SystemRandom()
+        self.due: float | None = None
+        self.stopped_s = 0.0
+
+    def __call__(self) -> float:
+        now = time.perf_counter()
+        if self.due is None:
+            self.due = now + self.rng.uniform(0.0, self.call_s)
+        elif now >= self.due:
+            self.prov.sample(first=self.prov._window_attempts == 0)
+            self.prov._window_attempts += 1
+            after = time.perf_counter()
+            self.stopped_s += after - now
+            now, self.due = after, after + self.rng.expovariate(1.0 / self.mean)
+        return max(0.0, self.due - now)
