@@ -419,16 +419,16 @@ class CandidateCalls:
     def sample_untimed(self, cand: CandidateProcess) -> bool:
         """Where no timing was asked for: sampled windows alone (untimed, outputs not compared), so that
         the provenance judges an untimed evaluation as it does a timed one."""
-        from kag.core.eval.judge_timing import SAMPLED_WINDOWS, Plan
+        from kag.core.eval.judge_timing import UNTIMED_SAMPLED_WINDOWS, Plan
         from kag.core.eval.judge_windows import run_windows
 
-        if self.provenance is None:
+        if self.provenance is None or self.cuda:  # on a GPU not yet run: untimed GPU evaluations unsampled
             return True
-        limit, kind = self.spec.timeouts.timing_s, "cuda" if self.cuda else "cpu"
+        limit = self.spec.timeouts.timing_s
         deadline, counter = time.monotonic() + limit, [0]
         calls = self.window_calls(cand, self.sets, self.check_per_call_s, self.spec.timeouts.load_s)
         self.provenance.expected_s = self.check_per_call_s
-        done = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * SAMPLED_WINDOWS[kind]),
+        done = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * UNTIMED_SAMPLED_WINDOWS),
                            purpose="sampled", timeout_s=limit, phase="sampling", after=self.rechecker(cand),
                            sampler=self.sampler, deadline=deadline, counter=counter)
         return not done.failed and self.more_samples(cand, calls, deadline, counter, limit)

@@ -79,6 +79,7 @@ SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose 
 # 128 on the CPU: with 64, a small fallback (tests/adversarial aten_dlsym) gave only 8-13 computing
 # samples in some runs, too few for the verdict, and escaped in 2 of 14 runs; with 128 the fewest seen in
 # 8 runs was 35, all caught
+UNTIMED_SAMPLED_WINDOWS = 32  # an untimed evaluation's sampled windows, before more until the stops can judge
 EXTRA_SAMPLED_WINDOWS = 256  # at most this many more sampled windows while the samples are too few to judge
 RECHECK_EXPECTED = (12, 24)  # the expected number of compared calls, drawn per evaluation: with 12, a
 # solution skipping work on one call in three is caught with probability 1 - (2/3)**12 = 99.2%

@@ -59,6 +59,7 @@ from typing import Any, Callable
 import attrs
 
 SAMPLES_PER_CALL = 12  # on average, spread at random over a call's expected time
+MAX_SAMPLES_PER_CALL = 48  # at most, in a window (one run took 55985 samples, seconds of stops)
 FOREIGN_SHARE = 0.5  # more than this share of the calls' samples in PyTorch's or another library's code ...
 WILSON_Z = 3.0  # ... beyond three standard errors (an honest kernel at 25% is flagged with probability ~1e-4)
 MIN_SAMPLES = 8  # no verdict on fewer samples
@@ -293,18 +294,18 @@ class CpuProvenance:
         When a window ends with under half the samples it asked for (calls quicker than
         ``expected_s`` said, a loaded machine) the next windows' gaps shrink."""
         if self._window_target and self._window_attempts < 0.5 * self._window_target:
-            self._scale = max(1 / 64, self._scale * max(self._window_attempts, 1) / self._window_target)
+            self._scale = max(1 / 8, self._scale * max(self._window_attempts, 1) / self._window_target)
         self._window_target, self._window_attempts = SAMPLES_PER_CALL * max(calls, 1), 0
         self.windows += 1
-        return WindowSampler(self, max(self.expected_s, 2e-5))
+        return WindowSampler(self, max(self.expected_s, 2e-5), calls)
 
     def enough(self) -> bool:
-        """Whether the samples can tell whose code computes: ``MIN_MOMENTS`` stops found computing code
-        (a GPU backend: as many running samples), and each thread seen in PyTorch's or another library's
-        code has ``MIN_THREAD_SAMPLES`` samples of computing code (on a loaded machine a fallback's thread
-        had 13, beside threads spinning in the solution with hundreds)."""
-        if self.gpu:
-            return self.running >= MIN_MOMENTS
+        """Whether the samples can tell whose code computes: ``MIN_MOMENTS`` stops found computing code,
+        and each thread seen in PyTorch's or another library's code has ``MIN_THREAD_SAMPLES`` samples of
+        computing code (on a loaded machine a fallback's thread had 13, beside spinning threads with
+        hundreds)."""
+        if self.gpu:  # its 16 windows as before: more of them not yet run on a GPU
+            return True
         return self.moments >= MIN_MOMENTS and all(
             mine["solution"] + mine["torch"] + mine["foreign"] >= MIN_THREAD_SAMPLES
             for mine in self.threads.values() if mine["torch"] + mine["foreign"])
@@ -381,8 +382,8 @@ class WindowSampler:
     at exponential gaps. ``stopped_s``: the time the candidate spent stopped, which the window's
     length on the judge's clock includes."""
 
-    def __init__(self, prov: CpuProvenance, call_s: float):
-        self.prov, self.call_s = prov, call_s
+    def __init__(self, prov: CpuProvenance, call_s: float, calls: int = 1):
+        self.prov, self.call_s, self.calls = prov, call_s, max(calls, 1)
         self.mean = call_s * prov._scale / SAMPLES_PER_CALL
         self.rng = random.SystemRandom()
         self.due: float | None = None
@@ -392,6 +393,8 @@ class WindowSampler:
         now = time.perf_counter()
         if self.due is None:
             self.due = now + self.rng.uniform(0.0, self.call_s)
+        elif self.prov._window_attempts >= MAX_SAMPLES_PER_CALL * self.calls:  # enough of this window: its
+            self.due = now + 3600.0  # cost (a stop and a read of every thread) is the evaluation's time
         elif now >= self.due:
             self.prov.sample(first=self.prov._window_attempts == 0)
             self.prov._window_attempts += 1
