@@ -17,7 +17,7 @@ costs seconds to minutes. Every reward reuses a cached timing, so an entry is
   so it is the closest to the truth and the least generous to the candidate);
 - written only when it was timed on a quiet machine: with the device's timing slot held and little
   other work on the CPUs (kag.core.eval.timing_lock). Steady timings under steady load agree with
-  each other (issue 19: eager ReLU at 19.9 ms instead of 0.75 ms with 7 other evaluations starting),
+  each other (eager ReLU measured at 19.9 ms instead of 0.75 ms with 7 other evaluations starting),
   and a cached one would serve every later evaluation.
 
 Each entry records its stats, when it was timed (UTC), how many attempts it took, the conditions

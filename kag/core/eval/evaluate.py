@@ -265,7 +265,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     solution, failure = single_file_solution(solution, result)
     if failure:
         result.error_kind, result.error = "build", failure
-        return _finish(result, plugins, options, start)
+        return finish_verdict(result, plugins, options, start)
     guard_opts = guard_options(options, plugins)
     violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts,
                                                    static=options.static_guards)
@@ -273,7 +273,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         result.violations = violations
         result.error_kind = "guard"
         result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
-        return _finish(result, plugins, options, start)
+        return finish_verdict(result, plugins, options, start)
     # No warm judge waiting: start one now, so its torch import overlaps the build. Otherwise a
     # warm one is taken after the build, and a failed build costs none.
     judge = None if warm_judge_waiting() else JudgeProcess()
@@ -302,14 +302,14 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                     result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
                     if EVALUATOR_BUILD_FAULT in notes:  # its disk, not the solution: an evaluator error
                         result.metadata["judge_error"] = True
-                    return _finish(result, plugins, options, start)
+                    return finish_verdict(result, plugins, options, start)
             result.compiled = True
             built = build_violations(plugins, options, guard_opts, module_dir) if options.static_guards else []
             if built:
                 result.violations = built
                 result.error_kind = "guard"
                 result.error = "; ".join(f"{v.guard}: {v.detail}" for v in built)
-                return _finish(result, plugins, options, start)
+                return finish_verdict(result, plugins, options, start)
             spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
                                guard_opts)
             judge = judge or take_judge()
@@ -339,7 +339,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         if judge is not None:
             judge.close()
     _merge(result, report)
-    return _finish(result, plugins, options, start)
+    return finish_verdict(result, plugins, options, start)
 
 
 def single_file_solution(solution: Solution, result: EvalResult) -> tuple[Solution, str | None]:
@@ -392,7 +392,9 @@ def wait_released(timeout_s: float = 30.0) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def _finish(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:
+def finish_verdict(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:
+    """Every verdict's ending, wherever it was reached (here or in a sandbox's evaluator): no verdict is a
+    failure, the speed-ups, the reward, the total time."""
     if not result.error and options.do_correctness and not result.correct:
         result.error_kind, result.error = "exception", "the evaluation ended without a verdict"
     speedups(result)

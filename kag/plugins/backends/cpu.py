@@ -12,8 +12,7 @@ import os
 import platform
 import shutil
 
-from kag.core.eval.build import BuildSetupError, tool_version, torch_info
-from kag.core.hookspecs import hookimpl
+from kag.plugin import BuildSetupError, hookimpl, tool_version, torch_info
 
 KERNEL_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-std=c++17"]
 

@@ -15,9 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-from kag.core.eval.build import BuildSetupError, tool_version, torch_info
-from kag.core.eval.gpu_pool import cuda_home, gpu_arch
-from kag.core.hookspecs import hookimpl
+from kag.plugin import BuildSetupError, cuda_home, gpu_arch, hookimpl, tool_version, torch_info
 
 NVCC_FLAGS = ["-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC"]
 # what torch.utils.cpp_extension adds for a .cu that includes torch headers

@@ -21,8 +21,7 @@ import functools
 import importlib.util
 import sys
 
-from kag.core.eval.build import BuildSetupError
-from kag.core.hookspecs import hookimpl
+from kag.plugin import BuildSetupError, hookimpl
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,7 +37,7 @@ def nvrtc_version() -> str | None:
 
 def nvrtc_arch() -> str:
     """The GPU's arch in NVRTC's spelling (9.0 -> sm_90a for Hopper's wgmma), else sm_90a."""
-    from kag.core.eval.gpu_pool import gpu_arch
+    from kag.plugin import gpu_arch
 
     arch = (gpu_arch() or "9.0").replace(".", "")
     return f"sm_{arch}a" if arch == "90" else f"sm_{arch}"
@@ -62,7 +61,7 @@ class NvrtcBackend:
             return "cupy is not installed; install kag[cupy] (cupy-cuda13x) or use --backend cuda"
         if nvrtc_version() is None:
             return "cupy cannot load libnvrtc; install the CUDA toolkit or nvidia-cuda-nvrtc"
-        from kag.core.eval.gpu_pool import gpu_arch
+        from kag.plugin import gpu_arch
 
         if gpu_arch() is None:
             return "no NVIDIA GPU visible (driver/NVML); use --backend cpu"
@@ -72,7 +71,7 @@ class NvrtcBackend:
         return f"nvrtc|{nvrtc_version()}|arch {nvrtc_arch()}|python {sys.version_info[:2]}"
 
     def _includes(self) -> list[str]:
-        from kag.core.eval.gpu_pool import cuda_home
+        from kag.plugin import cuda_home
 
         home = cuda_home()
         return ["-I", str(home / "include")] if home is not None else []

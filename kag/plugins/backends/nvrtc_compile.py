@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from kag.core.eval.guarding import strip_cpp_comments
+from kag.plugin import strip_cpp_comments
 
 EXTERN_C_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
                              r'(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')

@@ -10,8 +10,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, Callable
 
-from kag.core.eval.evaluate import COMPILE_MODES
-from kag.core.hookspecs import hookimpl
+from kag.plugin import COMPILE_MODES, hookimpl
 
 
 class EagerBaseline:

@@ -14,11 +14,8 @@ import random
 import re
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Message
-from kag.core.data.synthesis import (SIZE_PROFILES, ComposedTask, ComposeError, Seed, SynthesisError, expand,
-                                fill_values, sample_shape)
-from kag.core.tasks import TaskError, check_task_code
+from kag.plugin import (ComposeError, ComposedTask, Message, SIZE_PROFILES, Seed, SynthesisError, TaskError,
+                        check_task_code, expand, fill_values, hookimpl, sample_shape)
 
 SYSTEM = (
     "You build training tasks for CUDA kernel engineers. A task is a self-contained Python module in "
@@ -80,7 +77,7 @@ def validate(code: str) -> list[int]:
     """Check the task and run it on the meta device; returns the output shape."""
     import torch
 
-    from kag.core.tasks import load_module
+    from kag.plugin import load_module
 
     try:
         check_task_code(code, "<llm task>")
@@ -123,7 +120,7 @@ class LLMComposer:
         if profile not in SIZE_PROFILES:
             raise SynthesisError(f"unknown size profile {profile!r}; choose one of {', '.join(SIZE_PROFILES)}")
         if plugins is None:
-            from kag.core.plugins import Plugins
+            from kag.plugin import Plugins
 
             plugins = Plugins()
         self.policy_name = policy or plugins.selected("policy")

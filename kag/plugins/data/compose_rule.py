@@ -10,9 +10,8 @@ import math
 import random
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.data.synthesis import (SIZE_PROFILES, ComposedTask, ComposeError, Seed, Step, SynthesisError, expand,
-                                fill_values, probe_output, render_task, sample_shape)
+from kag.plugin import (ComposeError, ComposedTask, SIZE_PROFILES, Seed, Step, SynthesisError, expand, fill_values,
+                        hookimpl, probe_output, render_task, sample_shape)
 
 
 # families whose ops take any input rank; others run only on the (batched) rank they were crawled with

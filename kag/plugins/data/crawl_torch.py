@@ -10,9 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.data.synthesis import CRAWL_CHOICES, CRAWL_SHAPES, CrawlResult, Seed, Step, expand, fill_values, render_task
-from kag.core.tasks import TaskError, check_task_code
+from kag.plugin import (CRAWL_CHOICES, CRAWL_SHAPES, CrawlResult, Seed, Step, TaskError, check_task_code, expand,
+                        fill_values, hookimpl, render_task)
 
 # required constructor parameter -> template of its value
 REQUIRED_ARGS: dict[str, str] = {
@@ -137,7 +136,7 @@ def try_seed(seed_id: str, op: str, source: str, family: str, step: Step, ranks:
     """Render the op as a task on each rank until one runs; the seed, or None and why not."""
     import torch
 
-    from kag.core.tasks import load_module
+    from kag.plugin import load_module
 
     reason = "no input rank tried"
     for rank in ranks:

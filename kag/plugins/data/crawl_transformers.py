@@ -11,9 +11,7 @@ import importlib
 import inspect
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.data.synthesis import CrawlResult, Seed, Step, expand, fill_values, render_task
-from kag.core.tasks import TaskError, check_task_code
+from kag.plugin import CrawlResult, Seed, Step, TaskError, check_task_code, expand, fill_values, hookimpl, render_task
 
 # family -> config class (both under transformers.models.<family>)
 FAMILIES: dict[str, str] = {
@@ -118,7 +116,7 @@ class TransformersCrawler:
     def _try(self, family: str, name: str, cls: Any, cfg: str, module: str, config_cls: Any) -> tuple[Seed | None, str]:
         import torch
 
-        from kag.core.tasks import load_module
+        from kag.plugin import load_module
 
         args = []
         for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:

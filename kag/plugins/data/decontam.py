@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 import attrs
 
-from kag.core.hookspecs import hookimpl
+from kag.plugin import hookimpl
 
 MODULE_NAMES = {"torch", "nn", "F", "functional", "math", "np", "numpy", "einops"}
 
@@ -145,15 +145,15 @@ class Reference:
 def traced_graphs(items: list[tuple[str, str]]) -> dict[str, Any]:
     """Each task's op graph (None: it cannot be traced), from the build cache's signed store when
     the same tasks were traced before by the same torch and tracer: the 250 KernelBench graphs
-    took 43-249 s on every run (issue 32)."""
+    took 43-249 s on every run."""
     import hashlib
     import inspect
 
     import torch
 
-    from kag.core.data import opgraph
-    from kag.core.eval.build import cache_key_material, cache_root
-    from kag.core.trust import integrity
+    from kag.plugin import opgraph
+    from kag.plugin import cache_key_material, cache_root
+    from kag.plugin import integrity
 
     h = hashlib.sha256(f"{torch.__version__}\0{inspect.getsource(opgraph)}".encode())
     for name, code in items:
@@ -238,7 +238,7 @@ class Decontaminator:
 
     def graph_score(self, graph: Any) -> tuple[float, str | None, str, str]:
         """``(score, closest, signal, note)`` of a traced task against the reference graphs."""
-        from kag.core.data.opgraph import dice
+        from kag.plugin import dice
 
         digest = graph.digest()
         if digest in self.exact:
@@ -257,7 +257,7 @@ class Decontaminator:
 
     def judge(self, code: str) -> Verdict:
         """Both signals for one task; the higher one decides."""
-        from kag.core.data.opgraph import OpGraphError, trace
+        from kag.plugin import OpGraphError, trace
 
         ast_s, ast_name = self.ast_score(code)
         graph_s, note = None, ""

@@ -4,7 +4,7 @@ Two tasks compute the same function when, built with the same constructor argume
 parameters, they give the same outputs on the same random inputs, whatever the spelling: ``nn.Linear``
 or its weights and ``x @ w.t() + b``, ``F.silu`` or ``x * sigmoid(x)``, a softmax written out, a
 positive scale moved through a LeakyReLU, other sizes. The op graph (kag.core.data.opgraph) compares
-how a task is written and misses these (issue 32's table: 0.52-0.79).
+how a task is written and misses these (it scored them 0.52-0.79).
 
 For a candidate task, every benchmark task's ``Model`` is built with the *candidate's*
 ``get_init_inputs()`` (so a copy with changed sizes still fits) and run on the candidate's inputs;
@@ -32,7 +32,7 @@ RTOL, ATOL = 1e-3, 1e-4
 
 def load(code: str) -> dict[str, Any]:
     """The task module's namespace (``Model``, ``get_inputs``, ``get_init_inputs``)."""
-    from kag.core.tasks import load_module
+    from kag.plugin import load_module
 
     return load_module(code, "<task>")
 

@@ -18,8 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
-from kag.core.hookspecs import hookimpl
-from kag.core.data.synthesis import SynthesisError
+from kag.plugin import SynthesisError, hookimpl
 
 CHECK_BATCH_FN = "kag.plugins.data.filter_exec:check_batch"  # a batch of tasks as an executor job
 GPU_WINDOW_MS = (1.0, 100.0)
@@ -80,8 +79,8 @@ def time_eager(model: Any, inputs: list[Any], device: str, budget_s: float = 1.0
 def timing_slot(device: str) -> Any:
     """The machine-wide timing slot of ``device`` ("cpu", "cuda:<i>"), shared with ``kag score``,
     ``kag serve`` and ``kag eval`` (kag.core.eval.timing_lock)."""
-    from kag.core.eval.gpu_pool import list_gpus
-    from kag.core.eval.timing_lock import TimingSlot, slot_name
+    from kag.plugin import list_gpus
+    from kag.plugin import TimingSlot, slot_name
 
     visible = None
     if device.startswith("cuda"):
@@ -100,8 +99,8 @@ def check_task(code: str, device: str, window_ms: tuple[float, float], compile_b
     clock stops meanwhile (another process's timing is not this task's time)."""
     import torch
 
-    from kag.core.eval.timing_lock import host_work
-    from kag.core.tasks import load_module
+    from kag.plugin import host_work
+    from kag.plugin import load_module
 
     try:
         ns = load_module(code, "<candidate>")
@@ -382,7 +381,7 @@ class ExecFilter:
         of ``batch`` tasks, each checked there by a one-worker ExecFilter (its own process and
         timeout, as here). A job the executor lost gives ``(key, None)`` for its tasks: unchecked,
         not rejected, so a rerun checks them again."""
-        from kag.core.executor import Job
+        from kag.plugin import Job
 
         items = list(items)
         params = {"device": self.device, "workers": 1, "timeout_s": self.timeout_s, **self.config}

@@ -7,9 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Task
-from kag.core.tasks import LoadedTasks, TaskError, collect, parse_ids, read_text
+from kag.plugin import LoadedTasks, Task, TaskError, collect, hookimpl, parse_ids, read_text
 
 _FILE = re.compile(r"^(\d+)_(.+)\.py$")
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Task
-from kag.core.tasks import LoadedTasks, TaskError, collect, read_text
+from kag.plugin import LoadedTasks, Task, TaskError, collect, hookimpl, read_text
 
 
 class LocalDataset:

@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Task
-from kag.core.tasks import LoadedTasks, TaskError, collect, parse_ids
+from kag.plugin import LoadedTasks, Task, TaskError, collect, hookimpl, parse_ids
 
 COLUMNS = ("code", "ops", "data_source")
 

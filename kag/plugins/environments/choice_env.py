@@ -27,9 +27,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from kag.core.agent.environment import StepResult
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Message, Solution, Task
+from kag.plugin import Message, Solution, StepResult, Task, hookimpl
 from kag.plugins.environments.kernel_env import KernelEnvBase
 
 PROMPTS = ("names", "code")
@@ -38,8 +36,8 @@ PROMPTS = ("names", "code")
 def read_choices(path: Path) -> tuple[dict[str, Task], dict[str, dict[str, Solution]]]:
     """Tasks and their variants from ``path/TASK/{model.py, variants/NAME/}``, with a clear error
     naming the folder when one is missing."""
-    from kag.core.agent.workspace import read_solution
-    from kag.core.tasks import read_text
+    from kag.plugin import read_solution
+    from kag.plugin import read_text
 
     if not path.is_dir():
         raise ValueError(f"kernel-choice: {path} is not a folder; set path to a folder of TASK/model.py + "

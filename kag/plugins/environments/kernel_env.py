@@ -24,11 +24,8 @@ import re
 import weakref
 from typing import Any
 
-from kag.core.agent.environment import StepResult
-from kag.core.agent.episode import SYSTEM_PROMPT, Episode, failed_result, task_prompt
-from kag.core.hookspecs import hookimpl
-from kag.core.records import EvalResult, Message, Task
-from kag.core.solution_text import AnswerFormatError, parse_solution_blocks
+from kag.plugin import (AnswerFormatError, Episode, EvalResult, Message, SYSTEM_PROMPT, StepResult, Task, failed_result,
+                        hookimpl, parse_solution_blocks, task_prompt)
 
 SKILL_KEEP_STEP = "2. **Write**"
 
@@ -58,7 +55,7 @@ def answer_format(backend: str) -> str:
 def skill_summary(backend: str) -> str:
     """SKILL.md without the tool workflow (single-turn answers cannot compile or profile): the
     intro, files, how to write kernels, what is allowed and forbidden, and the CPU notes on cpu."""
-    from kag.core.agent.workspace import skill_text
+    from kag.plugin import skill_text
 
     text = skill_text()
     out = []
@@ -75,8 +72,8 @@ def skill_summary(backend: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
-    from kag.core.plugins import Plugins
-    from kag.core.tasks import parse_dataset_spec
+    from kag.plugin import Plugins
+    from kag.plugin import parse_dataset_spec
 
     name, path = parse_dataset_spec(dataset)
     opts = {k: v for k, v in (("path", path), ("level", level), ("ids", ids)) if v is not None}
@@ -89,7 +86,7 @@ def _load_tasks(dataset: str, level: Any, ids: Any) -> tuple[Task, ...]:
 
 
 def _resolve_backend(backend: str, plugins: Any) -> str:
-    from kag.core.eval.gpu_pool import pick_backend
+    from kag.plugin import pick_backend
 
     names = sorted(plugins.registry.get("backend", {}))
     if backend != "auto" and backend not in names:
@@ -116,8 +113,8 @@ class KernelEnvBase:
         """``pool``: where evaluations run (None: this machine's GPU pool; an RL stage with an
         executor passes its kag.core.eval.remote.ExecutorEvaluations). ``tasks``: already read by a
         subclass (then ``dataset`` is not used)."""
-        from kag.core.eval.evaluate import EvalOptions
-        from kag.core.plugins import Plugins
+        from kag.plugin import EvalOptions
+        from kag.plugin import Plugins
 
         if tasks is None and not dataset:
             raise ValueError('kernel environment: set dataset = "kernelbench:PATH" (or "local:DIR", '
@@ -157,7 +154,7 @@ class KernelEnvBase:
 
     def _scored(self, solution: Any, info: dict[str, Any]) -> StepResult:
         """The trusted evaluator's verdict on ``solution`` (here, or on an executor's worker), and its reward."""
-        from kag.core.agent.sandbox import evaluate_with
+        from kag.plugin import evaluate_with
 
         assert self.task is not None
         result = evaluate_with(None, self.task, solution, self.options, self.plugins, self.pool)
@@ -206,7 +203,7 @@ class KernelAgenticEnv(KernelEnvBase):
 
     def __init__(self, max_turns: int = 150, sandbox: str | None = None, sandbox_options: dict | None = None,
                  tools: list[str] | None = None, tool_options: dict | None = None, **options: Any):
-        from kag.core.agent.toolkit import build_tools
+        from kag.plugin import build_tools
 
         super().__init__(**options)
         if int(max_turns) < 1:
@@ -224,13 +221,13 @@ class KernelAgenticEnv(KernelEnvBase):
         return self._live[-1] if self._live else None
 
     def system_prompt(self, skill: str) -> str:
-        from kag.core.agent.toolkit import tool_schemas
+        from kag.plugin import tool_schemas
 
         schemas = "\n".join(json.dumps(s["function"], separators=(",", ":")) for s in tool_schemas(self.tools))
         return f"{SYSTEM_PROMPT}\n{TOOL_FORMAT}{schemas}\n\n{skill}"
 
     def reset(self, task: Any) -> list[Message]:
-        from kag.core.agent.workspace import skill_text
+        from kag.plugin import skill_text
 
         self.close()
         self.task, self.done, self.last_result, self.turns = self._task(task), False, None, 0
@@ -241,7 +238,7 @@ class KernelAgenticEnv(KernelEnvBase):
 
     def malformed(self, call: Any) -> str | None:
         """Why a parsed tool call is invalid (unparseable, unknown tool, bad arguments), or None."""
-        from kag.core.agent.toolkit import PARSE_ERROR_KEY, RAW_ARGS_KEY
+        from kag.plugin import PARSE_ERROR_KEY, RAW_ARGS_KEY
 
         if RAW_ARGS_KEY in call.arguments:
             return f"unparseable tool call: {call.arguments.get(PARSE_ERROR_KEY)}"
@@ -252,7 +249,7 @@ class KernelAgenticEnv(KernelEnvBase):
         return f"{call.name}: {'; '.join(errors)}" if errors else None
 
     def step(self, action: str) -> StepResult:
-        from kag.core.agent.policy import parse_tool_call_text
+        from kag.plugin import parse_tool_call_text
 
         ep = self.episode
         if self.task is None or self.done or ep is None:

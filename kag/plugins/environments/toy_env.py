@@ -11,9 +11,7 @@ from __future__ import annotations
 import random
 import string
 
-from kag.core.agent.environment import StepResult
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Message
+from kag.plugin import Message, StepResult, hookimpl
 
 
 class CopyDigitEnv:

@@ -3,8 +3,7 @@ ran them. Trusted side: each job runs the trusted evaluator, candidates in their
 
 from __future__ import annotations
 
-from kag.core.executor import LocalExecutor
-from kag.core.hookspecs import hookimpl
+from kag.plugin import LocalExecutor, hookimpl
 
 
 @hookimpl

@@ -19,9 +19,7 @@ import uuid
 from collections import deque
 from typing import Any, Iterable, Iterator
 
-from kag.core.executor import ExecutorStats, Job, JobOutcome, call_job, wants_restart
-from kag.core.hookspecs import hookimpl
-from kag.core.plugins import PluginError
+from kag.plugin import ExecutorStats, Job, JobOutcome, PluginError, call_job, hookimpl, wants_restart
 
 NAMESPACE = "kag"  # workers are named actors here: kag-<run>-w<slot>.<generation>
 
@@ -74,7 +72,7 @@ class RayWorker:
         else:
             os.environ["OMP_NUM_THREADS"] = omp_threads
         if warm_judges:
-            from kag.core.eval.judge_process import keep_judges_warm
+            from kag.plugin import keep_judges_warm
 
             keep_judges_warm(warm_judges)
 
@@ -82,10 +80,10 @@ class RayWorker:
         """Who and where this worker is, and the job it runs (answered while a job runs)."""
         import ray
 
-        import kag
+        from kag.plugin import KAG_VERSION
 
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "current": self.current,
-                "gpus": [str(g) for g in ray.get_gpu_ids()], "kag_version": kag.__version__}
+                "gpus": [str(g) for g in ray.get_gpu_ids()], "kag_version": KAG_VERSION}
 
     def run(self, key: str, fn: str, args: dict[str, Any]) -> tuple[Any, str | None]:
         self.current = key
@@ -151,7 +149,7 @@ class RayExecutor:
                 num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0, os.environ.get("OMP_NUM_THREADS"))
         infos = {slot: actor.info.remote() for slot, actor in launched.items()}
         ready = {}
-        import kag
+        from kag.plugin import KAG_VERSION
 
         for slot, actor in launched.items():
             try:
@@ -159,11 +157,11 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 - GetTimeoutError (no room on the cluster), or it died starting
                 ray.kill(actor, no_restart=True)
                 continue
-            if info["kag_version"] != kag.__version__:
+            if info["kag_version"] != KAG_VERSION:
                 for other in launched.values():
                     ray.kill(other, no_restart=True)
                 raise PluginError(f"the Ray workers run kag {info['kag_version']}, this driver kag "
-                                  f"{kag.__version__}: install the same kag on every node")
+                                  f"{KAG_VERSION}: install the same kag on every node")
             ready[slot] = actor
         return ready
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from kag.core.eval.guarding import (GuardOptions, SourceFile, dotted_name, import_aliases, parse_python, regex_hits,
-                               resolve, solution_files)
-from kag.core.records import Solution
+from kag.plugin import (GuardOptions, Solution, SourceFile, dotted_name, import_aliases, parse_python, regex_hits,
+                        resolve, solution_files)
 
 # torch.* functions that allocate, view or query (same policy as the runtime allow-list).
 ALLOWED_TORCH_CALLS = frozenset({

@@ -25,9 +25,8 @@ import ast
 import re
 from typing import Any
 
-from kag.core.eval.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Solution, Task, Violation
+from kag.plugin import (GuardBase, Solution, Task, Violation, dotted_name, hookimpl, import_aliases, parse_python,
+                        regex_hits, resolve, solution_files)
 
 BAD_MODULES = ("threading", "_thread", "multiprocessing", "subprocess", "concurrent", "ctypes", "cffi", "asyncio",
                "signal", "pty", "socket")

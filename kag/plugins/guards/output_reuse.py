@@ -15,9 +15,8 @@ from __future__ import annotations
 import ast
 import re
 
-from kag.core.eval.guarding import GuardBase, dotted_name, parse_python, regex_hits, solution_files
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Solution, Task, Violation
+from kag.plugin import (GuardBase, Solution, Task, Violation, dotted_name, hookimpl, parse_python, regex_hits,
+                        solution_files)
 
 # A static (or thread_local) VARIABLE holding tensors, maps, pointers or counters; not a function.
 CPP_STATE = re.compile(

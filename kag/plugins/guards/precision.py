@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import re
 
-from kag.core.eval.guarding import GuardBase, regex_hits, solution_files
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Solution, Task, Violation
+from kag.plugin import GuardBase, Solution, Task, Violation, hookimpl, regex_hits, solution_files
 
 CPP_LOW = re.compile(r"\b(__half2?|half2|__nv_bfloat16\w*|__float2half\w*|__half2float|__float2bfloat16\w*|"
                      r"__bfloat162float|__hmul\w*|__hadd\w*|__hfma\w*|cuda_fp16\.h|cuda_bf16\.h|at::Half|at::BFloat16|"

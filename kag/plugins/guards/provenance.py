@@ -14,9 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kag.core.eval.guarding import GuardBase, RunInfo, strip_cpp_comments
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Violation
+from kag.plugin import GuardBase, RunInfo, Violation, hookimpl, strip_cpp_comments
 
 GLOBAL_FN = re.compile(r"__global__\s+(?:[\w:<>,\s\*&]*?\s)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
 ALWAYS_ALLOWED = re.compile(r"^(Memcpy|Memset|cudaMemcpy|cudaMemset)|FillFunctor|fill_kernel", re.IGNORECASE)

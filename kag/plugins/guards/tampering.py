@@ -15,9 +15,8 @@ import ast
 import re
 from typing import Any
 
-from kag.core.eval.guarding import GuardBase, dotted_name, import_aliases, parse_python, regex_hits, resolve, solution_files
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Solution, Task, Violation
+from kag.plugin import (GuardBase, Solution, Task, Violation, dotted_name, hookimpl, import_aliases, parse_python,
+                        regex_hits, resolve, solution_files)
 
 PROTECTED_ROOTS = ("torch", "time", "kag", "builtins", "sys", "os", "gc", "inspect", "pickle", "multiprocessing",
                    "numpy", "cuda_extension", "threading", "importlib", "model")

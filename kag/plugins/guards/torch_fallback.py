@@ -24,9 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kag.core.eval.guarding import GuardBase, RunInfo
-from kag.core.hookspecs import hookimpl
-from kag.core.records import Solution, Task, Violation
+from kag.plugin import GuardBase, RunInfo, Solution, Task, Violation, hookimpl
 
 ALLOCATION_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                             "empty_permuted", "resize_", "lift_fresh"})
@@ -73,7 +71,7 @@ class NoTorchFallback(GuardBase):
     def check_build(self, module_path: str, info: RunInfo) -> list[Violation]:
         """The module's imports against kag.core.trust.symbols' allow-list (provenance by symbols,
         not by the names a solution writes)."""
-        from kag.core.trust.symbols import demangle, refused_imports
+        from kag.plugin import demangle, refused_imports
 
         refused = refused_imports(module_path, info.allow_cublas and self.options.allow_cublas,
                                   info.allow_cudnn and self.options.allow_cudnn)

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
+from kag.plugin import hookimpl
 
 
 def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
@@ -31,7 +31,7 @@ class TensorBoardSink:
 
     @staticmethod
     def check_available() -> str | None:
-        from kag.core.extras import missing
+        from kag.plugin import missing
 
         return missing("tensorboard", "the tensorboard logger")
 
@@ -58,7 +58,7 @@ class WandbSink:
 
     @staticmethod
     def check_available() -> str | None:
-        from kag.core.extras import missing
+        from kag.plugin import missing
 
         return missing("wandb", "the wandb logger")
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.policy import TOOL_CALL_RE, PolicyError, PolicyStep, parse_tool_call_text, step_from_tokens  # noqa: F401
-from kag.core.records import Message
+from kag.plugin import Message, PolicyError, PolicyStep, TOOL_CALL_RE, hookimpl, parse_tool_call_text, step_from_tokens
 
 # the parser lives in kag.core.agent.policy (the text-only RL environments use it too)
 parse_tool_calls = parse_tool_call_text
@@ -77,7 +75,7 @@ class HFPolicy:
 
     @staticmethod
     def check_available() -> str | None:
-        from kag.core.extras import missing
+        from kag.plugin import missing
 
         return missing("transformers", "the hf policy")
 

@@ -13,9 +13,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.policy import PolicyStep, new_call_id
-from kag.core.records import Message, ToolCall
+from kag.plugin import Message, PolicyStep, ToolCall, hookimpl, new_call_id
 
 HELP = ("Type TOOL {json arguments} (e.g. read {\"path\": \"model.py\"}), 'tools' to list the tools, "
         "or 'done' to finish.")

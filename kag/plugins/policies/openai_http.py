@@ -17,9 +17,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.policy import PolicyError, PolicyStep, message_from_openai, messages_to_openai
-from kag.core.records import Message
+from kag.plugin import Message, PolicyError, PolicyStep, hookimpl, message_from_openai, messages_to_openai
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 

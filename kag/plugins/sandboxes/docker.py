@@ -29,10 +29,7 @@ from typing import Any, Iterator
 
 import click
 
-from kag.core.trust import safefs
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.sandbox import CommandResult
-from kag.core.agent.toolkit import PROTECTED_PATHS
+from kag.plugin import CommandResult, PROTECTED_PATHS, hookimpl, safefs
 
 DEFAULT_IMAGE = "kag-sandbox:latest"
 WORKDIR = "/workspace"
@@ -64,7 +61,7 @@ def docker_problem(image: str = DEFAULT_IMAGE) -> str | None:
     try:
         import docker
     except ImportError:
-        from kag.core.extras import install_hint
+        from kag.plugin import install_hint
 
         return f"the docker sandbox needs the docker Python SDK, which is not installed: {install_hint('docker')}"
     if shutil.which("docker") is None:  # the bash tool's shell is a `docker exec -i` process

@@ -54,16 +54,8 @@ from typing import Any
 
 import attrs
 
-from kag.core.eval.build import BuildResult
-from kag.core.eval.evaluate import (
-    EvalOptions,
-    backend_device,
-    guard_options,
-    needs_build,
-    static_violations,
-)
-from kag.core.plugins import Plugins
-from kag.core.records import EvalResult, Solution, Task, from_dict, to_dict
+from kag.plugin import (BuildResult, EvalOptions, EvalResult, Plugins, Solution, Task, backend_device, from_dict,
+                        guard_options, needs_build, static_violations, to_dict)
 from kag.plugins.sandboxes.docker_inside import BASELINES_RO, CACHE_RO
 from kag.plugins.sandboxes.docker_run import (
     START_MARGIN_S,
@@ -79,8 +71,8 @@ from kag.plugins.sandboxes.docker_run import (
 
 def _finish(result: EvalResult, options: EvalOptions, plugins: Plugins, start: float) -> EvalResult:
     """Reward and total time of a verdict made here (a failed build, a container without a result)."""
-    from kag.core.eval.evaluate import (
-        _finish as finish,  # the same ending as every other verdict
+    from kag.plugin import (
+        finish_verdict as finish,  # the same ending as every other verdict
     )
 
     return finish(result, plugins, options, start)
@@ -141,7 +133,7 @@ class EvalState:
     def record_baselines(self, task: Task, options: EvalOptions, result: EvalResult) -> None:
         """Keep the baselines a container had to time (the judge times them before any solution code
         is imported, and the verdict's channel cannot be forged), for the next evaluations."""
-        from kag.core.eval.baseline_cache import BaselineCache, cache_key
+        from kag.plugin import BaselineCache, cache_key
 
         status = result.metadata.get("baseline_cache") or {}
         device = result.device or {}
@@ -205,7 +197,7 @@ class ContainerEvaluator:
     def evaluate(self, task: Task, solution: Solution, options: EvalOptions | None = None,
                  plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
         """``kag.core.eval.evaluate.evaluate`` in an evaluation container; never raises for the solution."""
-        from kag.core.eval.gpu_pool import default_pool
+        from kag.plugin import default_pool
 
         options = options or EvalOptions()
         plugins = plugins or Plugins()

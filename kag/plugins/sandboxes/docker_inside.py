@@ -72,7 +72,7 @@ def hide_channel() -> int:
 
 def _plugins(spec: dict[str, Any]) -> Any:
     """The host's plugin registry, rebuilt from names (plugin objects never cross processes)."""
-    from kag.core.plugins import Plugins
+    from kag.plugin import Plugins
 
     plugins = Plugins(load_entrypoints=bool(spec.get("entrypoints", True)), builtins=tuple(spec["builtins"]))
     plugins.select({kind: list(names) for kind, names in spec.get("selection", {}).items()})
@@ -83,8 +83,8 @@ def do_build(request: dict[str, Any]) -> dict[str, Any]:
     """Compile into the episode's cache; no solution code runs in a build container."""
     import attrs
 
-    from kag.core.eval.build import build_solution
-    from kag.core.records import Solution, from_dict
+    from kag.plugin import build_solution
+    from kag.plugin import Solution, from_dict
 
     os.umask(0)  # the host's user (maybe not ours) must be able to delete what lands in the cache
     os.environ["KAG_CACHE_DIR"] = CACHE_RO  # torch facts too (kag.core.eval.build.torch_info), for later builds
@@ -119,8 +119,8 @@ def do_evaluate(request: dict[str, Any]) -> dict[str, Any]:
     """The whole trusted evaluation (guards, build from the cache, judge, candidate, reward)."""
     import attrs
 
-    from kag.core.eval.evaluate import EvalOptions, evaluate
-    from kag.core.records import Solution, Task, from_dict, to_dict
+    from kag.plugin import EvalOptions, evaluate
+    from kag.plugin import Solution, Task, from_dict, to_dict
 
     cache = _private_cache()
     os.environ["KAG_CACHE_DIR"] = cache

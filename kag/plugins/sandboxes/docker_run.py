@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from kag.core.plugins import BUILTIN, Plugins
+from kag.plugin import BUILTIN, Plugins
 from kag.plugins.sandboxes.docker_inside import RESULT_TAG
 
 INSIDE_MODULE = "kag.plugins.sandboxes.docker_inside"
@@ -55,10 +55,10 @@ def _under(path: str, roots: list[str]) -> bool:
 
 def host_mounts(config: EvalContainerConfig) -> list[str]:
     """Host paths mounted read-only at the same place in every build and evaluation container."""
-    import kag
+    from kag.plugin import PACKAGE_DIR
 
     wanted = list(config.toolchain) + ["/etc/ld.so.cache", "/etc/alternatives", sys.prefix, sys.base_prefix,
-                                       str(Path(kag.__file__).parent)]
+                                       PACKAGE_DIR]
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             wanted.append(os.environ[var])
@@ -100,10 +100,10 @@ def python_executable() -> str:
 def container_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The containers' whole environment: a few host variables the toolchain reads, nothing else
     of the host's; every cache and home points into the container's own /tmp."""
-    import kag
+    from kag.plugin import PACKAGE_DIR
 
     python_bin = os.path.dirname(python_executable())
-    kag_root = os.path.dirname(os.path.dirname(os.path.abspath(kag.__file__)))
+    kag_root = os.path.dirname(PACKAGE_DIR)
     env = {"PATH": f"{python_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "PYTHONPATH": kag_root, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
            "HOME": "/tmp/home", "USER": "agent", "TMPDIR": "/tmp",

@@ -28,9 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kag.core import scratch
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.sandbox import CommandResult
+from kag.plugin import CommandResult, hookimpl, scratch
 
 SHELL = ["bash", "--noprofile", "--norc"]
 
@@ -53,7 +51,7 @@ def agent_environment(home: str | Path, extra: Mapping[str, str] | None = None,
 
 
 def _landlock() -> bool:
-    from kag.core.trust.confine import landlock_abi
+    from kag.plugin import landlock_abi
 
     return landlock_abi() > 0
 
@@ -64,7 +62,7 @@ def confine_prefix(workspace: Path, home: Path, private_tmp: bool = False) -> li
     in them, out of sight."""
     import sys
 
-    from kag.core.eval.build import cache_root
+    from kag.plugin import cache_root
 
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workspace), "--write", str(home),
             "--protect", str(cache_root()), "--seccomp", *(["--private-tmp"] if private_tmp else []),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
+from kag.plugin import hookimpl
 
 
 class CudaAgentTolerance:

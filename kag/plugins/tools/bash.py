@@ -21,8 +21,7 @@ import threading
 import time
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.plugin import Tool, ToolContext, ToolError, ToolOutput, hookimpl
 
 CAPTURE_HEAD = 1 << 20  # bytes kept from the start of a command's output
 CAPTURE_TAIL = 1 << 20  # bytes kept from its end (the middle is dropped and counted)

@@ -13,9 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.trust.safefs import NO_LINKS
-from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.plugin import NO_LINKS, Tool, ToolContext, ToolError, ToolOutput, hookimpl
 
 MAX_LINE_CHARS = 2000
 

@@ -14,9 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterator
 
-from kag.core.trust import safefs
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.plugin import Tool, ToolContext, ToolError, ToolOutput, hookimpl, safefs
 
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", "node_modules", "build", ".kag"}
 MAX_FILE_BYTES = 5 << 20

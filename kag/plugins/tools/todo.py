@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
-from kag.core.agent.toolkit import Tool, ToolContext, ToolError, ToolOutput
+from kag.plugin import Tool, ToolContext, ToolError, ToolOutput, hookimpl
 
 MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kag.core.hookspecs import hookimpl
+from kag.plugin import hookimpl
 
 
 def _lazy(module: str, attr: str, doc: str) -> Any:
@@ -27,7 +27,7 @@ def _lazy(module: str, attr: str, doc: str) -> Any:
         return getattr(importlib.import_module(f"kag.plugins.algorithms.ppo.{module}"), attr)(config, plugins)
 
     def check_available() -> str | None:  # every stage builds Hugging Face models
-        from kag.core.extras import missing
+        from kag.plugin import missing
 
         return missing("transformers", f"the {attr} stage")
 

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import torch
 
-from kag.core.records import append_jsonl, read_jsonl
+from kag.plugin import append_jsonl, read_jsonl
 from kag.plugins.algorithms.ppo import ranks
 from kag.plugins.algorithms.ppo.config import TrainConfig, lr_factor
 from kag.plugins.algorithms.ppo.engine import make_engine
@@ -135,7 +135,7 @@ def make_sinks(out_dir: Path, stage: str, tensorboard: bool, loggers: list[str],
     """The logger plugins' sinks: the chosen ``loggers`` (checked before any model loaded, by
     ``Stage._check_loggers``) and the default tensorboard, skipped with a warning once when not installed."""
     global _warned_tensorboard
-    from kag.core.plugins import Plugins
+    from kag.plugin import Plugins
 
     names = list(dict.fromkeys(loggers + (["tensorboard"] if tensorboard else [])))
     if not names:
@@ -349,7 +349,7 @@ class Stage:
         return model
 
     def make_envs(self, n: int) -> list[Any]:
-        from kag.core.plugins import Plugins
+        from kag.plugin import Plugins
 
         import inspect
 
@@ -368,12 +368,12 @@ class Stage:
 
     def evaluations(self, plugins: Any) -> Any:
         """The executor's workers, held for the stage's evaluations until ``close_evaluations``."""
-        from kag.core.eval.remote import ExecutorEvaluations
+        from kag.plugin import ExecutorEvaluations
 
         if self._evaluations is None:
             cfg = self.config
             executor = plugins.create("executor", cfg.executor, **cfg.executor_options)
-            from kag.core.eval.gpu_pool import pick_backend
+            from kag.plugin import pick_backend
 
             gpu = pick_backend(str(cfg.env_options.get("backend", "auto"))) != "cpu"  # as the environment picks
             self._evaluations = ExecutorEvaluations(executor.session(cfg.env_workers, gpu=gpu), plugins)
@@ -392,7 +392,7 @@ class Stage:
         """An unknown or uninstalled logger is a one-line error before any model loads."""
         if not self.config.loggers or not ranks.is_main():
             return
-        from kag.core.plugins import Plugins
+        from kag.plugin import Plugins
 
         plugins = self.plugins or Plugins()
         for name in self.config.loggers:
@@ -454,7 +454,7 @@ class Stage:
     def maybe_checkpoint(self, last: bool) -> None:
         """After each step: checkpoint when due, and when a Ctrl-C asked the run to stop (kag.core.
         interrupt), checkpoint and stop here, between steps, where a rerun resumes cleanly."""
-        from kag.core.interrupt import STOP, StopRequested
+        from kag.plugin import STOP, StopRequested
 
         every = self.config.save_every
         self.finished = last

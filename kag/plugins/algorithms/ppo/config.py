@@ -232,7 +232,7 @@ def _wiring(stage: str, merged: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_train_config(stage: str, path: str | Path) -> TrainConfig:
-    from kag.core.config import load_config
+    from kag.plugin import load_config
 
     config = load_config(path)
     return train_config_from_dict(stage, config.data, where=str(path))

@@ -180,7 +180,7 @@ def make_engine(kind: str, model: torch.nn.Module, lr: float, weight_decay: floa
             raise ValueError("deepspeed_config is set but engine = \"torch\"; set engine = \"deepspeed\" or remove it")
         return TorchEngine(model, lr, weight_decay, grad_clip)
     if kind == "deepspeed":
-        from kag.core.extras import missing
+        from kag.plugin import missing
 
         reason = missing("deepspeed", "engine = \"deepspeed\"")
         if reason:

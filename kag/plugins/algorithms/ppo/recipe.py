@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from kag.core.interrupt import STOP, StopRequested
+from kag.plugin import STOP, StopRequested
 from kag.plugins.algorithms.ppo.config import STAGES, train_config_from_dict
 
 STATE_FILE = "recipe.json"

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kag.core.records import read_jsonl
+from kag.plugin import read_jsonl
 from kag.plugins.algorithms.ppo.config import STAGES
 
 # one subplot per panel, drawn when the stage logged any of its keys

@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 
 import attrs
 
-from kag.core.records import Trajectory
+from kag.plugin import Trajectory
 
 
 @attrs.frozen

@@ -16,8 +16,7 @@ from typing import Any, Callable, Sequence
 import attrs
 import torch
 
-from kag.core.agent.environment import as_step_result
-from kag.core.records import Message, Trajectory, Turn
+from kag.plugin import Message, Trajectory, Turn, as_step_result
 from kag.plugins.algorithms.ppo.models import ChatFormat, position_ids
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kag.core.records import read_jsonl
+from kag.plugin import read_jsonl
 from kag.plugins.algorithms.ppo.config import STAGES
 from kag.plugins.algorithms.ppo.report import first_last, label_axis, save_figure
 

@@ -11,9 +11,7 @@ from typing import Any
 
 import torch
 
-from kag.core.interrupt import STOP, StopRequested
-from kag.core.records import Trajectory, append_jsonl, read_jsonl
-from kag.core.agent.trajectory import load_trajectories
+from kag.plugin import STOP, StopRequested, Trajectory, append_jsonl, load_trajectories, read_jsonl
 from kag.plugins.algorithms.ppo.base import Stage
 from kag.plugins.algorithms.ppo.gae import masked_mean
 from kag.plugins.algorithms.ppo.losses import agg_loss

@@ -34,7 +34,7 @@ import torch
 
 def vllm_missing_reason() -> str | None:
     """None when vLLM imports, else why not (and how to get it)."""
-    from kag.core.extras import missing
+    from kag.plugin import missing
 
     reason = missing("vllm", "rollout_engine = \"vllm\"")
     return f"{reason}; or set rollout_engine = \"hf\" in the train config" if reason else None
