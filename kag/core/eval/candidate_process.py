@@ -259,11 +259,9 @@ class CandidateProcess:
             if next_sample is not None and sampler is not None and time.perf_counter() >= next_sample:
                 wait = sampler()
                 next_sample = None if wait is None else time.perf_counter() + wait
-            if not self.spin:
-                left = None if next_sample is None else next_sample - time.perf_counter()
-                if left is not None and left < SPIN_BELOW_S:
-                    continue  # a stop due sooner than a sleep can wake: waited for spinning, to land in the call
-                pause = 0.05 if left is None else min(0.05, left)
+            left = None if next_sample is None else next_sample - time.perf_counter()
+            if not self.spin and (left is None or left >= SPIN_BELOW_S):  # a stop due sooner than a sleep
+                pause = 0.05 if left is None else min(0.05, left)  # can wake is waited for spinning
                 select.select([self.done_r, self.conn], [], [], pause)
             if time.monotonic() > deadline or not self._alive_and_within_memory(phase):
                 if time.monotonic() > deadline:
