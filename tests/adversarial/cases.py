@@ -237,6 +237,8 @@ ATTACKS: list[Case] = [
     # windows, too few to judge on their own): slow, out of CI, until the first stop lands in a call surely
     *_attack("react_to_stops_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    *_attack("memfd_remap_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     *_attack("hop_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled

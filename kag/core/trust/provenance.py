@@ -16,7 +16,10 @@ Each sample of a running thread is put in one of:
 - ``foreign``: other libraries that compute (numpy, OpenBLAS, ...);
 - ``runtime``: the interpreter and PyTorch's Python bindings, libc/libm/libstdc++, OpenMP, libc10
   (allocation, tensor metadata), the CUDA driver and runtime, cuBLAS and cuDNN's host code,
-  anonymous memory (what honest code runs on too).
+  anonymous memory (what honest code runs on too). On the CPU backend only files in the runtime's
+  own folders (``trusted_prefixes``) are: anonymous code, a memory file's, a deleted file's or one
+  elsewhere is ``foreign`` (PyTorch's code copied into a memfd and mapped over itself passed as the
+  runtime's).
 On the CPU backend the solution's work is computing, so the samples that compute are weighed: when
 more than ``FOREIGN_SHARE`` of the ``solution``, ``torch`` and ``foreign`` samples are ``torch`` or
 ``foreign``, the work was done by another library's code, a violation. On a GPU the CPU mostly
@@ -47,6 +50,7 @@ none of them, however it is called.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -116,13 +120,32 @@ def exported_functions(path: str, pattern: "re.Pattern[bytes]") -> list[tuple[in
                   if info & 0xF == 2 and size and pattern.match(name))  # STT_FUNC
 
 
-def category(path: str, solution_dir: str | None) -> str:
-    """Which of solution, torch, foreign, runtime a mapped file's code counts as."""
+@functools.lru_cache(maxsize=1)
+def trusted_prefixes() -> tuple[str, ...]:
+    """Where the runtime's own files live (the interpreter, its packages, the system's libraries): code
+    mapped from anywhere else is not the runtime's, whatever its file is called."""
+    import sys
+
+    roots = (sys.prefix, sys.base_prefix, "/usr", "/lib", "/lib64", "/lib32", "/opt")
+    return tuple(sorted({q.rstrip("/") + "/" for p in roots for q in (p, os.path.realpath(p))}))
+
+
+def category(path: str, solution_dir: str | None, strict: bool = False) -> str:
+    """Which of solution, torch, foreign, runtime a mapped file's code counts as. ``strict`` (the CPU
+    backend): code that is anonymous, in a memory file or a deleted one, or in a file outside the
+    runtime's own folders counts as foreign, not runtime: a candidate that copied PyTorch's code into a
+    memfd mapped over it (MAP_FIXED, same addresses) ran every fallback as "runtime", 8 of 8 runs passed."""
     if solution_dir and path.startswith(solution_dir.rstrip("/") + "/"):
         return "solution"
     base = os.path.basename(path)
-    if TORCH_LIBS.match(base):
+    if TORCH_LIBS.match(base) and not path.endswith("(deleted)"):
         return "torch"
+    if strict:
+        if path.startswith("[") and path != "[anonymous]":  # [vdso], [vsyscall]: the kernel's
+            return "runtime"
+        if not path or path.startswith(("/memfd:", "[")) or path.endswith("(deleted)") \
+                or not path.startswith(trusted_prefixes()):
+            return "foreign"
     if not path or path.startswith("[") or RUNTIME_LIBS.match(base) or RUNTIME_PATHS.search(path):
         return "runtime"
     if base.endswith(".so") or ".so." in base:
@@ -264,7 +287,7 @@ class CpuProvenance:
         try:
             for tid, pc in running_threads(self.pid, self._fds):
                 path = self._where(pc)
-                kind = category(path, self.solution_dir)
+                kind = category(path, self.solution_dir, strict=not self.gpu)
                 name = os.path.basename(path) or "[anonymous]"
                 if kind == "torch" and self._bookkeeping(path, pc):
                     kind, name = "runtime", f"{name} (bookkeeping)"

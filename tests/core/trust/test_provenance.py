@@ -146,3 +146,24 @@ def test_no_verdict_for_want_of_samples_is_a_failure_once_windows_were_sampled()
     found = idle.verdicts()
     assert found and "too few to tell" in found[0]
     assert _counted(moments=0, outside=0, windows=0).verdicts() == []  # nothing sampled (no timing ran)
+
+
+def test_code_outside_the_runtimes_own_files_is_not_the_runtime_on_the_cpu():
+    """PyTorch's code copied into a memfd and mapped over itself ran every fallback as "runtime" (a helper's
+    attack, 8 of 8 runs passed): on the CPU such code, anonymous code and code in files outside the
+    runtime's folders are foreign; the real runtime stays the runtime, the solution the solution."""
+    import sys
+
+    from kag.core.trust.provenance import category
+
+    libc = next(p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                            "/lib64/libc.so.6") if os.path.exists(p))
+    for hidden in ("/memfd:libc10_code (deleted)", "", "[anonymous]", "/tmp/x/libc10.so", f"{LIBTORCH_CPU} (deleted)",
+                   "/tmp/kag-evals-0/cand/libpython3.11.so.1.0"):
+        assert category(hidden, "/cache/sol", strict=True) == "foreign", hidden
+        assert category(hidden, "/cache/sol") in ("runtime", "foreign")  # a GPU backend: as before
+    assert category(libc, "/cache/sol", strict=True) == "runtime"
+    assert category("[vdso]", "/cache/sol", strict=True) == "runtime"
+    assert category(os.path.realpath(sys.executable), "/cache/sol", strict=True) == "runtime"
+    assert category(LIBTORCH_CPU, "/cache/sol", strict=True) == "torch"
+    assert category("/cache/sol/cuda_extension.so", "/cache/sol", strict=True) == "solution"
