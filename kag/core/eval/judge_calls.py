@@ -394,44 +394,40 @@ class CandidateCalls:
         return True
 
     def more_samples(self, cand: CandidateProcess, calls: int, deadline: float, counter: list[int],
-                     limit_s: float) -> bool:
-        """Sampled windows, after the plan's, until the provenance can judge (``CpuProvenance.enough``):
-        at most ``EXTRA_SAMPLED_WINDOWS`` and while a quarter of the time limit is left. A fallback whose
-        samples came out few (a loaded machine, calls quicker than estimated) escaped on no verdict. False:
-        the candidate failed in one (reported)."""
+                     limit_s: float, at_least: int = 0) -> bool:
+        """``at_least`` sampled windows, then more until the provenance can judge
+        (``CpuProvenance.enough``): at most ``EXTRA_SAMPLED_WINDOWS`` more, while a quarter of the time
+        limit is left. A fallback whose samples came out few (a loaded machine, calls quicker than
+        estimated) escaped on no verdict. False: the candidate failed in one (reported)."""
         from kag.core.eval.judge_timing import EXTRA_SAMPLED_WINDOWS, Plan
         from kag.core.eval.judge_windows import run_windows
 
-        extra = 0
-        while (self.provenance is not None and not self.provenance.enough() and extra < EXTRA_SAMPLED_WINDOWS
-               and deadline - time.monotonic() > 0.25 * limit_s):
-            batch = min(16, EXTRA_SAMPLED_WINDOWS - extra)
+        done = 0
+        while self.provenance is not None and (done < at_least or (
+                not self.provenance.enough() and done < at_least + EXTRA_SAMPLED_WINDOWS
+                and deadline - time.monotonic() > 0.25 * limit_s)):
+            batch = 16 if done >= at_least else min(16, at_least - done)
             more = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * batch), purpose="timed",
                                timeout_s=limit_s, phase="sampling", after=self.rechecker(cand),
                                sampler=self.sampler, deadline=deadline, counter=counter)
-            extra += batch
+            done += batch
             if more.failed:
                 return False
-        if extra:
-            self.report.calibration["extra_sampled_windows"] = extra
+        if done > at_least:
+            self.report.calibration["extra_sampled_windows"] = done - at_least
         return True
 
     def sample_untimed(self, cand: CandidateProcess) -> bool:
         """Where no timing was asked for: sampled windows alone (untimed, outputs not compared), so that
         the provenance judges an untimed evaluation as it does a timed one."""
-        from kag.core.eval.judge_timing import UNTIMED_SAMPLED_WINDOWS, Plan
-        from kag.core.eval.judge_windows import run_windows
+        from kag.core.eval.judge_timing import UNTIMED_SAMPLED_WINDOWS
 
         if self.provenance is None or self.cuda:  # on a GPU not yet run: untimed GPU evaluations unsampled
             return True
         limit = self.spec.timeouts.timing_s
-        deadline, counter = time.monotonic() + limit, [0]
         calls = self.window_calls(cand, self.sets, self.check_per_call_s, self.spec.timeouts.load_s)
         self.provenance.expected_s = self.check_per_call_s
-        done = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * UNTIMED_SAMPLED_WINDOWS),
-                           purpose="sampled", timeout_s=limit, phase="sampling", after=self.rechecker(cand),
-                           sampler=self.sampler, deadline=deadline, counter=counter)
-        return not done.failed and self.more_samples(cand, calls, deadline, counter, limit)
+        return self.more_samples(cand, calls, time.monotonic() + limit, [0], limit, at_least=UNTIMED_SAMPLED_WINDOWS)
 
     def pause_s(self, cand: CandidateProcess, calls: int) -> float:
         """The gap after every window: refilling its sets and flushing, poisoning, and the outputs
