@@ -227,8 +227,7 @@ class CpuProvenance:
     # per thread, [computing, outside] at each window's first stop (a thread spinning in the solution makes every
     # first stop a computing one; a later stop of the window, drawn densely, lands at a call's start: biased)
     first_threads: dict[str, list[int]] = attrs.field(factory=dict)
-    _window_attempts: int = 0  # the samples of the last window begun, and what it asked for
-    _window_target: float = 0.0
+    _last: "WindowSampler | None" = None  # the last window's sampler: how many samples it took of those it asked for
     _scale: float = 1.0  # the delays' scale, shrunk while windows end before their samples are taken
     stop: Callable[[], None] | None = None  # the judge's stop and resume of the candidate (its bookkeeping)
     resume: Callable[[], None] | None = None
@@ -316,11 +315,12 @@ class CpuProvenance:
         """A sampler for one window of ``calls`` calls (kag.core.eval.candidate_process.wait_done).
         When a window ends with under half the samples it asked for (calls quicker than
         ``expected_s`` said, a loaded machine) the next windows' gaps shrink."""
-        if self._window_target and self._window_attempts < 0.5 * self._window_target:
-            self._scale = max(1 / 8, self._scale * max(self._window_attempts, 1) / self._window_target)
-        self._window_target, self._window_attempts = SAMPLES_PER_CALL * max(calls, 1), 0
+        last = self._last
+        if last is not None and last.attempts < 0.5 * SAMPLES_PER_CALL * last.calls:
+            self._scale = max(1 / 8, self._scale * max(last.attempts, 1) / (SAMPLES_PER_CALL * last.calls))
         self.windows += 1
-        return WindowSampler(self, max(self.expected_s, 2e-5), calls)
+        self._last = WindowSampler(self, max(self.expected_s, 2e-5), calls)
+        return self._last
 
     def enough(self) -> bool:
         """Whether the samples can tell whose code computes: ``MIN_MOMENTS`` stops found computing code,
@@ -411,16 +411,17 @@ class WindowSampler:
         self.rng = random.SystemRandom()
         self.due: float | None = None
         self.stopped_s = 0.0
+        self.attempts = 0  # the samples this window has taken
 
     def __call__(self) -> float:
         now = time.perf_counter()
         if self.due is None:
             self.due = now + self.rng.uniform(0.0, self.call_s)
-        elif self.prov._window_attempts >= MAX_SAMPLES_PER_CALL * self.calls:  # enough of this window: its
+        elif self.attempts >= MAX_SAMPLES_PER_CALL * self.calls:  # enough of this window: its
             self.due = now + 3600.0  # cost (a stop and a read of every thread) is the evaluation's time
         elif now >= self.due:
-            self.prov.sample(first=self.prov._window_attempts == 0)
-            self.prov._window_attempts += 1
+            self.prov.sample(first=self.attempts == 0)
+            self.attempts += 1
             after = time.perf_counter()
             self.stopped_s += after - now
             now, self.due = after, after + self.rng.expovariate(1.0 / self.mean)
