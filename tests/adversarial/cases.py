@@ -241,6 +241,11 @@ ATTACKS: list[Case] = [
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     *_attack("hop_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # hop_threads_cpp's counter: the fallback on persistent threads that spin in the solution the rest of the
+    # time. Caught only where PyTorch's own worker threads show (the pooled threads that never ran the
+    # solution's code); where they did not, it passed at 0.01x eager, reward 1: slow, out of CI
+    *_attack("rotate_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",

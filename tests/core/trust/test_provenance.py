@@ -102,6 +102,24 @@ def test_threads_spinning_in_the_solution_do_not_drown_a_fallback_in_another():
     assert few.enough() and few.verdicts()
 
 
+def test_a_fallback_on_a_fresh_thread_each_call_is_judged_as_one_thread():
+    """at::cpu::clamp_min on a new thread per call beside four spinning threads gave each of 138 threads a
+    sample or two (reward 1 on CI): the threads that never ran the solution's code are judged together."""
+    hopping = {f"h{i}": {"solution": 0, "torch": 2, "foreign": 0, "runtime": 1} for i in range(100)}
+    hopping.update({f"s{i}": {"solution": 6000, "torch": 0, "foreign": 0, "runtime": 0} for i in range(4)})
+    hopped = _counted(moments=6000, outside=190, firsts=270, firsts_outside=36, threads=hopping)
+    assert hopped.enough()  # the pooled threads have their samples: no more windows needed
+    found = hopped.verdicts()
+    assert found and "200 of 200 samples of computing code in 100 of the candidate's threads that never ran" in found[0]
+    # honest: threads made per call that compute in the solution, and a caller with a little dispatch
+    honest = {f"h{i}": {"solution": 3, "torch": 0, "foreign": 0, "runtime": 1} for i in range(100)}
+    honest["main"] = {"solution": 40, "torch": 12, "foreign": 0, "runtime": 30}
+    assert _counted(moments=400, outside=12, firsts=128, firsts_outside=4, threads=honest).verdicts() == []
+    one = _counted(moments=400, outside=2, threads={"a": {"solution": 0, "torch": 2, "foreign": 0, "runtime": 0},
+                                                    "main": {"solution": 300, "torch": 0, "foreign": 0, "runtime": 3}})
+    assert one.verdicts() == []  # a thread or two of PyTorch's samples is not a verdict
+
+
 def _counted(moments: int, outside: int, firsts: int = 0, firsts_outside: int = 0, windows: int = 128,
              threads: dict[str, dict[str, int]] | None = None) -> CpuProvenance:
     p = CpuProvenance(pid=0, solution_dir=None)
