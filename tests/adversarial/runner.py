@@ -31,8 +31,8 @@ def eval_options(case: Case, do_timing: bool, num_timed: int = 20, static_guards
     kw: dict[str, Any] = dict(backend=case.backend, tolerance=case.tolerance, num_checks=5, do_timing=do_timing,
                               guards=tuple(n for n in GUARD_NAMES if n not in case.guards_off),
                               timeouts=attrs.evolve(Timeouts(), **case.timeouts), static_guards=static_guards)
-    if do_timing:
-        kw.update(num_timed=num_timed, warmup=3)
+    if do_timing:  # eager alone: no verdict here needs torch.compile's time (4 s an evaluation on the 2-core VM)
+        kw.update(num_timed=num_timed, warmup=3, baselines=("eager",))
     if "guard_options" in fields:
         kw["guard_options"] = dict(case.guard_options)
     return EvalOptions(**{k: v for k, v in kw.items() if k in fields})

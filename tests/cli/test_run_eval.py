@@ -17,9 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def test_kag_run_leaves_the_best_solution_and_a_summary(tmp_path):
     out = tmp_path / "run"
+    replay = _replay_without_checks("sigmoid", tmp_path / "replay.json", drop=("utils/profiling.py",))
     proc = run_kag("run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu",
-                   "--policy", "replay", "--policy-option", f"path={EXAMPLES / 'sigmoid' / 'cpu' / 'replay.json'}",
-                   "--num-timed", "5", "--out", str(out))
+                   "--policy", "replay", "--policy-option", f"path={replay}", "--num-timed", "5", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["task"] == "sigmoid/cpu" and summary["reward"] >= 1
@@ -37,8 +37,20 @@ def _dataset(tmp_path: Path) -> tuple[Path, Path]:
     for name in ("relu", "sigmoid", "tanh"):
         shutil.copy(EXAMPLES / name / "cpu" / "model.py", tasks / f"{name}.py")
     for name in ("relu", "sigmoid"):  # tanh has no script: its episode fails, the run goes on
-        shutil.copy(EXAMPLES / name / "cpu" / "replay.json", replays / f"{name}.json")
+        _replay_without_checks(name, replays / f"{name}.json")
     return tasks, replays
+
+
+def _replay_without_checks(name: str, dest: Path,
+                           drop: tuple[str, ...] = ("utils/verification.py", "utils/profiling.py")) -> Path:
+    """The example's script without its verification and profiling turns (each an evaluation, as the
+    episode's end is): these tests are of the run around the episodes, which end in the same verdict."""
+    turns = json.loads((EXAMPLES / name / "cpu" / "replay.json").read_text())
+    kept = [t for t in turns if not (isinstance(t, dict) and t.get("tool") == "bash"
+                                     and any(s in str(t.get("args", {}).get("command", "")) for s in drop))]
+    assert len(kept) == len(turns) - len(drop), f"{name}'s replay changed shape"
+    dest.write_text(json.dumps(kept))
+    return dest
 
 
 def _eval_args(tasks: Path, replays: Path, out: Path) -> list[str]:
@@ -110,7 +122,7 @@ def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_comple
     """SIGINT to the process group, as a terminal sends it, while an episode is in flight: nothing
     of the episode is left in the temp folder (its workspace, its judge's folders)."""
     tasks, replays = _dataset(tmp_path)
-    shutil.copy(EXAMPLES / "tanh" / "cpu" / "replay.json", replays / "tanh.json")  # every episode can pass
+    _replay_without_checks("tanh", replays / "tanh.json")  # every episode can pass
     out = tmp_path / "out"
     results = out / "results.jsonl"
     scratch = _private_tmp()
@@ -216,7 +228,7 @@ def _on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
-    replay = EXAMPLES / "sigmoid" / "cpu" / "replay.json"
+    replay = _replay_without_checks("sigmoid", tmp_path / "replay.json", drop=("utils/profiling.py",))
     args = ["run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu", "--policy", "replay",
             "--policy-option", f"path={replay}", "--num-timed", "5", "--out", str(tmp_path / "run")]
     code, err = _on_a_terminal(args, tmp_path)
