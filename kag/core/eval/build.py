@@ -33,6 +33,7 @@ import attrs
 
 from kag.core.trust import integrity
 from kag.core.contracts import Backend  # the contract; re-exported from here for old imports
+from kag.core.eval.pch import TorchPch, with_header
 from kag.core.records import Solution
 from kag.core.agent.workspace import BINDING_FILES, skill_dir
 
@@ -291,6 +292,15 @@ class _Unit:
         return f"{self.key}.o"
 
 
+def _against_torch(command: list[str]) -> bool:
+    """Whether ``command`` compiles with torch's flags (a backend's binding does; a test's may not)."""
+    try:
+        flags = torch_info().compile_flags()
+    except BuildSetupError:
+        return False
+    return all(flag in command for flag in flags)
+
+
 def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
     """Keys are paths under kernels/ (``foo.cu``); a ``kernels/`` prefix is accepted and dropped."""
     out: dict[str, str] = {}
@@ -387,6 +397,8 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
             units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}"), unit_inputs(rel, kernels)))
     for unit in units:
         unit.command = backend.compile_command(unit.kind, unit.rel, "{obj}")
+        if unit.kind == "binding" and _against_torch(unit.command):  # torch's headers precompiled (kag.core.eval.pch)
+            unit.command = with_header(unit.command)
         unit.key = _key(toolchain, unit.kind, "\0".join(unit.command), *fixed.values(),
                         *[f"{rel}\0{text}" for rel, text in unit.inputs.items()])
     sources_text = "\n".join(kernels.values())
@@ -425,6 +437,8 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     from kag.core import timeline
 
     lane = timeline.lane()  # the pool's threads draw in the caller's lane
+    pch = TorchPch(out_dir, lambda cmd, cwd: _run_compiler(
+        confined(cmd, out_dir, cache, hide), cwd, deadline, tool_env(out_dir), lock_dir, slot))
 
     def compile_one(index: int, unit: _Unit) -> tuple[_Unit, Any]:
         from kag.core.eval.compile_run import RunOutcome, one_compile, remember_failure, remembered_failure
@@ -443,6 +457,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
                 return unit, known
             tree = src_root / f"unit{index}"
             _write_tree(tree, unit.inputs, fixed)
+            pch.place(unit.command, tree, deadline)
             outcome = _run_compiler(confined([str(obj) if part == "{obj}" else part for part in unit.command], out_dir,
                                              cache, hide), tree, deadline, tool_env(out_dir), lock_dir, slot)
             if outcome.ok and obj.exists():
