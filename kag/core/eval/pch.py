@@ -76,6 +76,9 @@ def _mac_file(key: bytes, name: str, path: Path, copy_to: Path | None = None) ->
     return mac.hexdigest()
 
 
+OFF = "off"  # KAG_PCH_DIR=off: the bindings parse the header (a docker build container: its /tmp dies with it)
+
+
 def pch_root() -> Path:
     """``$KAG_PCH_DIR``, else ``$XDG_CACHE_HOME/kag-pch`` (``~/.cache/kag-pch``): one per user, not per
     build cache (a header depends only on the compiler and torch, and takes 22 s to compile on the
@@ -115,6 +118,9 @@ class TorchPch:
         key = hashlib.sha256("\0".join([command[0], *flags, HEADER]).encode()).hexdigest()[:24]
         with self.lock:  # a build's binding units share one
             if key not in self.ready:
+                if os.environ.get("KAG_PCH_DIR") == OFF:
+                    self.ready[key] = None
+                    return None
                 try:
                     self.mac_key = self.mac_key or integrity.load_key(self.folder)
                     self.ready[key] = self._find(key) or self._compile(key, [command[0], *flags], deadline)

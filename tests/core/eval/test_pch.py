@@ -83,6 +83,12 @@ def test_without_time_or_a_store_the_bindings_parse_the_header(tmp_path, monkeyp
     tree2.mkdir()
     unwritable.place(command, tree2, time.monotonic() + 600)
     assert calls == [] and not (tree2 / f"{NAME}.gch").exists()
+    monkeypatch.setenv("KAG_PCH_DIR", "off")  # a docker build container's setting
+    off = TorchPch(tmp_path / "b3", _compile_header(calls))
+    tree3 = tmp_path / "t3"
+    tree3.mkdir()
+    off.place(command, tree3, time.monotonic() + 600)
+    assert calls == [] and (tree3 / NAME).exists() and not (tree3 / f"{NAME}.gch").exists()
 
 
 def test_a_binding_builds_with_torchs_precompiled_header(tmp_path):
