@@ -471,7 +471,8 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
 
     failed: list[tuple[str, str]] = []
     starved: list[str] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
+    with contextlib.closing(pch), \
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
         for unit, outcome in pool.map(compile_one, range(len(todo)), todo):
             if outcome.starved:
                 starved.append(f"{unit.rel}: the compile {outcome.out}: this machine was too busy (the "

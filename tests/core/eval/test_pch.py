@@ -106,4 +106,5 @@ def test_a_binding_builds_with_torchs_precompiled_header(tmp_path):
     built = build_solution(Solution(model_new=(example / "model_new.py").read_text(), kernels=kernels), CpuBackend(),
                            tmp_path / "a", cache_dir=tmp_path / "cache")
     assert built.ok and f"kernels/{binding}" in built.compiled, built.log
+    assert not [p for p in (tmp_path / "a").rglob("*.gch")], "the build's copy of the header was left behind"
     assert list(pch.pch_root().glob("*.gch")), "no header was stored"
