@@ -156,7 +156,7 @@ class TorchPch:
 
     def _compile(self, key: str, compiler_flags: list[str], deadline: float) -> Path | None:
         """Compile the header here, unless another build is compiling it (then this one parses it)
-        or too little of this build's time is left; publish it to the cache."""
+        or too little of this build's time is left; publish it to the store."""
         if deadline - time.monotonic() < MIN_LEFT_S:
             return None
         integrity.ensure_dir(self.folder)
