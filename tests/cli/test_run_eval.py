@@ -15,21 +15,6 @@ from tests.conftest import default_sigint, run_kag
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_kag_run_leaves_the_best_solution_and_a_summary(tmp_path):
-    out = tmp_path / "run"
-    replay = _replay_without_checks("sigmoid", tmp_path / "replay.json", drop=("utils/profiling.py",))
-    proc = run_kag("run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu",
-                   "--policy", "replay", "--policy-option", f"path={replay}", "--num-timed", "5", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["task"] == "sigmoid/cpu" and summary["reward"] >= 1
-    assert summary["result"]["correct"] and summary["stop_reason"] == "model_stopped"
-    assert (out / "workspace" / "kernels").is_dir() and (out / "workspace" / "model.py").exists()
-    assert "sigmoid" in (out / "workspace" / "model_new.py").read_text()
-    shown = run_kag("show", str(out / "trajectories.jsonl"))
-    assert shown.returncode == 0 and "utils/verification.py" in shown.stdout
-
-
 def _dataset(tmp_path: Path) -> tuple[Path, Path]:
     tasks, replays = tmp_path / "tasks", tmp_path / "replays"
     tasks.mkdir()
@@ -228,12 +213,21 @@ def _on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
+    """Also: kag run leaves the best solution and a summary in OUT."""
     replay = _replay_without_checks("sigmoid", tmp_path / "replay.json", drop=("utils/profiling.py",))
     args = ["run", "--task", str(EXAMPLES / "sigmoid" / "cpu" / "model.py"), "--backend", "cpu", "--policy", "replay",
             "--policy-option", f"path={replay}", "--num-timed", "5", "--out", str(tmp_path / "run")]
     code, err = _on_a_terminal(args, tmp_path)
     assert code == 0, err[-2000:]
     assert "turn 2: write kernels/sigmoid.cpp" in err and "; PASS" in err  # a line per turn, verdicts in it
+    out = tmp_path / "run"  # kag run leaves the best solution and a summary
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == "sigmoid/cpu" and summary["reward"] >= 1
+    assert summary["result"]["correct"] and summary["stop_reason"] == "model_stopped"
+    assert (out / "workspace" / "kernels").is_dir() and (out / "workspace" / "model.py").exists()
+    assert "sigmoid" in (out / "workspace" / "model_new.py").read_text()
+    shown = run_kag("show", str(out / "trajectories.jsonl"))
+    assert shown.returncode == 0 and "utils/verification.py" in shown.stdout
     code, err = _on_a_terminal(["verify", "--workspace", str(tmp_path / "run" / "workspace"), "--num-checks", "2"],
                                tmp_path)
     assert code == 0 and "kag verify: " in err and "checking 2 inputs" in err  # the judge's phases

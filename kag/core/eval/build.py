@@ -437,8 +437,11 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     from kag.core import timeline
 
     lane = timeline.lane()  # the pool's threads draw in the caller's lane
+    from kag.core.eval.timing_lock import host_work
+
     pch = TorchPch(out_dir, lambda cmd, cwd: _run_compiler(
-        confined(cmd, out_dir, cache, hide), cwd, deadline, tool_env(out_dir), lock_dir, slot))
+        confined(cmd, out_dir, cache, hide), cwd, deadline, tool_env(out_dir), lock_dir, slot),
+        host=lambda: host_work(lock_dir, deadline - time.monotonic()))
 
     def compile_one(index: int, unit: _Unit) -> tuple[_Unit, Any]:
         from kag.core.eval.compile_run import RunOutcome, one_compile, remember_failure, remembered_failure

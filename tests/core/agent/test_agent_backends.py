@@ -25,6 +25,7 @@ def _config(**kw) -> AgentConfig:
 
 
 @pytest.mark.docker
+@pytest.mark.slow  # 98 s in CI; an honest docker episode rewarded: tests/plugins/sandboxes/test_docker_eval.py
 @pytest.mark.skipif(docker_problem() is not None, reason=f"docker sandbox unavailable: {docker_problem()}")
 def test_episode_in_the_docker_sandbox_reaches_the_evaluator_through_the_bridge():
     plugins = Plugins(load_entrypoints=False)

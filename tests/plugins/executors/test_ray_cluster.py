@@ -115,6 +115,7 @@ def _rows(out: Path) -> dict[str, dict]:
     return {r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
 
 
+@pytest.mark.slow  # 40 s in CI; a killed worker's job retried: test_a_killed_worker_costs_its_job_a_retry_...
 def test_kag_eval_through_the_cluster_survives_a_killed_worker_with_local_results(cluster, tmp_path):
     """relu has a passing replay; tanh has none (its episode fails at once, as with local)."""
     tasks, replays = tmp_path / "tasks", tmp_path / "replays"
