@@ -21,6 +21,11 @@
 #   nvrtcprobe PyTorch's run-time-compiled ops and cuDNN convolutions with NVRTC closed or kept, as each
 #              task's candidate has it (bench/scripts/gpu_probe_nvrtc.py)
 #   nvrtctests the NVRTC wall's test file, its slow build test included
+#   rebuild    a one-kernel edit (cuda and nvrtc backends) and a binding edit (precompiled torch header on
+#              and off), through kag's own build (bench/nvrtc/rebuild.py)
+#   compileprobe  why torch.compile's baseline of diag_matmul does not settle (gpu_probe_compile_spread.py)
+#   dma        the fatbin wall against a GPU copy into its pages (cudaHostRegister read-only, then a
+#              device-to-host copy, a mapped alias and a kernel write; bench/scripts/wall_attack/gpu)
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
 source bench/device_env.sh
 for stage in "$@"; do
@@ -101,6 +106,18 @@ EOF
       step "the NVRTC wall's tests"
       timeout 200 python3 -m pytest -q -p no:cacheprovider tests/core/trust/test_nvrtc_wall.py 2>&1 \
         | tee "$OUT/nvrtctests.log" | tail -8 ;;
+    rebuild)
+      step "rebuild after a one-kernel edit, and after a binding edit with the torch header precompiled or not"
+      timeout 240 python3 bench/nvrtc/rebuild.py --edits 3 2>&1 | tee "$OUT/rebuild.log"
+      timeout 300 python3 bench/nvrtc/rebuild.py --edits 3 --binding 2>&1 | tee -a "$OUT/rebuild.log" ;;
+    compileprobe)
+      step "torch.compile's spread in one process: bare, under the profiler, with ranges"
+      timeout 300 python3 bench/scripts/gpu_probe_compile_spread.py --out "$OUT" 2>&1 | tee "$OUT/compileprobe.log" | cut -c1-400 ;;
+    dma)
+      step "the fatbin wall against GPU copies (control, covered unsealed, covered sealed; read-only, mapped)"
+      for kind in ctl none sealed; do for fl in 8 10 0 2; do
+        timeout 60 python3 bench/scripts/wall_attack/gpu/r18_gpu_dma.py $kind $fl 2>&1 | tail -3
+      done; done | tee "$OUT/dma.log" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

@@ -94,6 +94,7 @@ class CallObserver:
         try:
             self._prof = profile(activities=activities, experimental_config=all_threads())
             self._prof.__enter__()
+            python_markers(False)
             with self._range_type(HARNESS_MARK):
                 pass
         except Exception as exc:  # noqa: BLE001 - the guards report that nothing was observed
@@ -130,6 +131,7 @@ class CallObserver:
         if self._prof is None:
             return obs
         try:
+            python_markers(True)
             self._prof.__exit__(None, None, None)
             events = raw_events(self._prof)
         except Exception as exc:  # noqa: BLE001
@@ -153,6 +155,21 @@ def _range_class() -> Any:
     from torch.autograd.profiler import record_function
 
     return record_function
+
+
+def python_markers(on: bool) -> None:
+    """Switch the records torch's Python code adds only while a profiler watches (it reads
+    ``torch.autograd.profiler._is_profiler_enabled``): torch.compile's graph markers and a record per
+    Triton launch, which also moves each launch off inductor's fast launcher. Under the observer they
+    cost a compiled ~50 us task ~55 us a call on an H100/H200 host (its baseline read 0.12 ms where it
+    runs in 0.057-0.070 ms unobserved: bench/results/2026-11-27-compile-baseline/). Off on both sides
+    (the candidate's and the baseline runner's observer are this class), so neither pays the
+    observation; the C-level records stay: every aten operator, the kernels, and torch.compile's own
+    region and cache-lookup markers, which the no-torch-fallback guard reads. A candidate could
+    switch the flag itself; nothing the judge decides depends on it."""
+    import torch.autograd.profiler as autograd_profiler
+
+    autograd_profiler._is_profiler_enabled = on
 
 
 def all_threads() -> Any:

@@ -85,6 +85,26 @@ def test_allow_list_is_explicit():
 
 
 @pytest.mark.slow
+def test_the_observer_spares_compiled_calls_the_python_markers_and_still_sees_compile():
+    """Under the observer torch's Python-level profiler markers are off (a compiled baseline read
+    twice its unobserved time with them on a GPU host), and torch.compile is still flagged by its
+    C-level region markers; the flag is back on for the profiler's own stop."""
+    import torch.autograd.profiler as autograd_profiler
+
+    compiled = torch.compile(lambda t: t * 2 + 1, backend="eager")
+    compiled(X)
+    seen = []
+    obs = CallObserver("cpu")
+    obs.start()
+    with torch.no_grad(), obs.forward_range():
+        seen.append(autograd_profiler._is_profiler_enabled)
+        compiled(X)
+    found = obs.stop()
+    assert seen == [False]
+    assert any("Torch-Compiled Region" in m for m in found.compiled), found.compiled
+    assert not autograd_profiler._is_profiler_enabled  # the profiler stopped as usual
+
+
 def test_fallback_flags_torch_compile():
     compiled = torch.compile(lambda t: t * 2 + 1, backend="eager")
     compiled(X)

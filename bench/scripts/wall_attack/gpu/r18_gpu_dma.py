@@ -14,10 +14,12 @@ try:R.memcpy(a+P,d.data.ptr,P,2);R.deviceSynchronize();o.append('D2H ok')
 except Exception as e:o.append('D2H '+str(e)[:60])
 if fl&2:
  try:
-  p=R.hostGetDevicePointer(a,0);R.memcpy(p+2*P,d.data.ptr,P,3);R.deviceSynchronize();o.append('D2D-alias ok')
+  cu=C.CDLL('libcuda.so.1');q=C.c_uint64();rc=cu.cuMemHostGetDevicePointer_v2(C.byref(q),C.c_void_p(a),0)
+  if rc:raise RuntimeError(f'cuMemHostGetDevicePointer {rc}')
+  p=q.value;o.append('alias ptr');R.memcpy(p+2*P,d.data.ptr,P,3);R.deviceSynchronize();o.append('D2D-alias ok')
  except Exception as e:o.append('alias '+str(e)[:60])
  try:
-  k=cp.RawKernel(r'extern "C" __global__ void w(unsigned char*p){p[threadIdx.x]=0x47;}','w');k((1,),(64,),(C.c_void_p(p+3*P).value,));R.deviceSynchronize();o.append('kernel ok')
+  p=q.value;k=cp.RawKernel(r'extern "C" __global__ void w(unsigned char*p){p[threadIdx.x]=0x47;}','w');k((1,),(64,),(C.c_void_p(p+3*P).value,));R.deviceSynchronize();o.append('kernel ok')
  except Exception as e:o.append('kernel '+str(e)[:60])
 f=open('/proc/self/mem','rb');f.seek(a);b=f.read(N)
 print(*o,'page1',b[P:P+4],'page2',b[2*P:2*P+4],'page3',b[3*P:3*P+4])
