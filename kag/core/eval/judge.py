@@ -36,7 +36,7 @@ from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
-BASELINE_METHOD = "judge-windows-observed"  # how a cached baseline was timed: entries of another method are not reused
+BASELINE_METHOD = "judge-windows-observed-after-first"  # how a cached baseline was timed: entries of another method are not reused
 
 
 class Judge(CandidateCalls):
@@ -224,10 +224,6 @@ class Judge(CandidateCalls):
                "plugin_selection": self.spec.plugin_selection, "plugin_builtins": self.spec.plugin_builtins}
         self.runner.exchange(("baseline", arg), self.spec.timeouts.load_s, f"building the {name} baseline",
                              expect="baseline")
-        # the candidate's calls all run under a profiler session with kernel records
-        # (kag.core.eval.observe); the baseline's do too, so a cost of that path is paid by both sides
-        self.runner.exchange(("observe", {"kernels": True}), self.spec.timeouts.load_s,
-                             f"starting the {name} baseline's observer", expect="observing")
         self.runner_sets: list[list[Any]] = []
 
     def probe_for_runner(self) -> Any:
@@ -261,6 +257,13 @@ class Judge(CandidateCalls):
         # the first window compiles (torch.compile) and loads kernels lazily: not counted
         warm = run_windows(self, runner, self.runner_sets, estimate_plan(first), purpose=f"baseline-{name}",
                            timeout_s=budget, phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
+        # the candidate's calls all run under a profiler session with kernel records
+        # (kag.core.eval.observe); the baseline's do too, so a cost of that path is paid by both sides.
+        # It starts after the first window: torch.compile compiled under a profiler session makes a
+        # call that costs twice its CPU time ever after (level1/12 on an H200: 0.106 ms a call against
+        # 0.057 compiled first; bench/results/2026-11-27-compile-baseline/)
+        runner.exchange(("observe", {"kernels": True}), spec.timeouts.load_s,
+                        f"starting the {name} baseline's observer", expect="observing")
         calls = self.window_calls(runner, self.runner_sets, warm_per_call_s(warm), spec.timeouts.load_s)
         plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
                          warmup=warmup_windows(calls, spec.warmup, self.cuda),

@@ -59,3 +59,53 @@ def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tm
     assert second.times_ms["eager"] < 1000 and second.metadata["baseline_cache"]["eager"]["source"] == "timed"
     assert any("ignored the entry for eager" in note and "MAC does not verify" in note
                for note in second.metadata["notes"]), second.metadata.get("notes")
+
+
+FIRST_CALL_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    calls = 0
+
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+        self.weight = nn.Parameter(torch.randn(64))
+
+    def forward(self, x):
+        Model.calls += 1
+        if Model.calls in (1, 20):
+            import gc, sys
+            observe = sys.modules.get("kag.core.eval.observe")  # the runner's observer, if one is on
+            observed = observe is not None and any(isinstance(o, observe.CallObserver) and o._prof is not None
+                                                   for o in gc.get_objects())
+            if Model.calls == 1 and observed:  # where torch.compile compiles: under a profiler, slow code
+                raise RuntimeError("the first call ran under a profiler session")
+            if Model.calls == 20 and not observed:
+                raise RuntimeError("a later call ran without the observer")
+        return torch.relu(x * self.weight) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(32, 64)]
+
+
+def get_init_inputs():
+    return [2.0]
+'''
+
+
+def test_a_baseline_is_first_called_outside_the_profiler_and_timed_under_it(tmp_path) -> None:
+    """torch.compile compiles at a baseline's first call; compiled under the observer's profiler
+    session it ran twice as slow ever after (H200), so the runner's observer starts after the first
+    window, and every timed call still runs under it (a cost the candidate's calls pay too)."""
+    path = tmp_path / "model.py"
+    path.write_text(FIRST_CALL_TASK)
+    task = Task(name="first_call", source="file", code=FIRST_CALL_TASK, path=str(path))
+    good = Solution(model_new=HEADER + "        return (x * self.weight).clamp_min(0) * self.scale\n")
+    result = evaluate(task, good, EvalOptions(backend="cpu", num_timed=5, warmup=1, num_checks=3,
+                                              cache_dir=str(tmp_path / "cache"), guards=(), baselines=("eager",)))
+    assert result.ok, result.error
+    assert result.times_ms["eager"] > 0
