@@ -77,7 +77,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "kag.core.eval.evaluate": ("COMPILE_MODES", "EvalOptions", "evaluate", "finish_verdict", "backend_device",
                                    "guard_options", "needs_build", "static_violations"),
         "kag.core.eval.build": ("BuildResult", "BuildSetupError", "build_solution", "cache_key_material",
-                                "cache_root", "tool_version", "torch_info"),
+                                "cache_root", "tool_version", "torch_info", "trusted_stores"),
         "kag.core.eval.baseline_cache": ("BaselineCache", "cache_key"),
         "kag.core.eval.gpu_pool": ("cuda_home", "default_pool", "gpu_arch", "list_gpus", "pick_backend"),
         "kag.core.eval.timing_lock": ("TimingSlot", "host_work", "slot_name"),
@@ -146,7 +146,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
                                          render_task, sample_shape)
     from kag.core.eval.baseline_cache import BaselineCache, cache_key
     from kag.core.eval.build import (BuildResult, BuildSetupError, build_solution, cache_key_material, cache_root,
-                                     tool_version, torch_info)
+                                     tool_version, torch_info, trusted_stores)
     from kag.core.eval.evaluate import (COMPILE_MODES, EvalOptions, backend_device, evaluate, finish_verdict,
                                         guard_options, needs_build, static_violations)
     from kag.core.eval.gpu_pool import cuda_home, default_pool, gpu_arch, list_gpus, pick_backend

@@ -82,6 +82,18 @@ def cache_root(cache_dir: Path | str | None = None) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kag"
 
 
+def trusted_stores(cache_dir: Path | str | None = None) -> list[str]:
+    """The folders no confined process may read, whatever read rule would cover them: the cache
+    (signed objects and baselines, its key) and the precompiled-header store (its own key; a header
+    forged there would be compiled into every later binding unit, under keys of clean sources)."""
+    from kag.core.eval import pch
+
+    stores = [str(cache_root(cache_dir))]
+    if os.environ.get("KAG_PCH_DIR") != pch.OFF:
+        stores.append(str(pch.pch_root()))
+    return stores
+
+
 @attrs.frozen
 class TorchInfo:
     """What compiling against the installed torch needs; cached on disk so builds skip ``import torch``."""
@@ -226,11 +238,12 @@ def _unique() -> str:
 def confined(cmd: list[str], workdir: Path, cache: Path, hide: Iterable[str] = ()) -> list[str]:
     """``cmd`` run under kag.core.trust.confine_exec: it reads the system and the toolchain but the
     files in ``hide``, reads and writes ``workdir``, and never reaches ``cache`` (the evaluator's key
-    and signed entries). It also reads kag's own code (the nvrtc backend's compiler is a kag module;
+    and signed entries) or the precompiled-header store (``trusted_stores``). It also reads kag's own code (the nvrtc backend's compiler is a kag module;
     an editable install is not under the system's paths), which the candidate may read too."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     hidden = [part for path in hide for part in ("--hide", path)]
-    return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workdir), "--protect", str(cache),
+    protected = [part for store in trusted_stores(cache) for part in ("--protect", store)]
+    return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workdir), *protected,
             "--read", package, *hidden, "--", *cmd]
 
 

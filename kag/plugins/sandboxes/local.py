@@ -62,10 +62,11 @@ def confine_prefix(workspace: Path, home: Path, private_tmp: bool = False) -> li
     in them, out of sight."""
     import sys
 
-    from kag.plugin import cache_root
+    from kag.plugin import trusted_stores
 
+    protected = [part for store in trusted_stores() for part in ("--protect", store)]
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workspace), "--write", str(home),
-            "--protect", str(cache_root()), "--seccomp", *(["--private-tmp"] if private_tmp else []),
+            *protected, "--seccomp", *(["--private-tmp"] if private_tmp else []),
             *(["--cover", os.environ["RAY_TMPDIR"]] if private_tmp and os.environ.get("RAY_TMPDIR") else []), "--"]
 
 

@@ -223,3 +223,45 @@ def test_a_ray_temp_folder_moved_out_of_tmp_is_emptied_too(monkeypatch):
         server.close()
         (ray_tmp / "plasma_store").unlink()
         ray_tmp.rmdir()
+
+
+@pytest.mark.skipif(__import__("kag.core.trust.confine", fromlist=["x"]).landlock_abi() == 0,
+                    reason="commands are confined with Landlock, which this kernel lacks")
+def test_the_precompiled_header_store_is_out_of_reach_even_under_a_read_path(monkeypatch):
+    """The header store has a key of its own: an agent that read it could sign a forged header, which
+    every later binding of the host would compile in. Placed under a folder agent commands may read
+    (/opt here), the store is still unreadable and unwritable; so for the candidate and the compiler,
+    whose confinements protect the same stores."""
+    import shutil
+    import tempfile
+
+    from kag.core.eval import pch
+    from kag.core.eval.build import confined
+    from kag.core.trust import integrity
+    from kag.core.trust.isolation import candidate_plan
+
+    if not os.path.isdir("/opt") or not os.access("/opt", os.W_OK):
+        pytest.skip("needs a writable /opt, a folder under the agent's read paths")
+    store = Path(tempfile.mkdtemp(prefix="kag-pch-probe-", dir="/opt"))
+    try:
+        monkeypatch.setenv("KAG_PCH_DIR", str(store))
+        assert pch.pch_root() == store
+        integrity.load_key(store)
+        key = integrity.key_path(store)
+        (store / "forged.gch").write_bytes(b"header")
+        ws = store.parent / f"{store.name}-ws"
+        ws.mkdir()
+        with LocalSandbox().start(ws) as box:
+            attempts = {"key": f"cat {key} && echo ok", "header": f"cat {store}/forged.gch && echo ok",
+                        "plant": f"echo x > {store}/planted.gch && echo ok",
+                        "usr": "cat /etc/hostname >/dev/null; ls /usr/bin >/dev/null && echo ok"}
+            got = {what: box.run(cmd).stdout.strip().endswith("ok") for what, cmd in attempts.items()}
+        assert got == {"key": False, "header": False, "plant": False, "usr": True}, got
+        assert not (store / "planted.gch").exists()
+        plan = candidate_plan(False)
+        assert not any(str(store).startswith(p.rstrip("/") + "/") for p in plan.read_paths), plan.read_paths
+        command = confined(["true"], ws, Path(tempfile.gettempdir()) / "kag-cache-probe")
+        assert command[command.index(str(store)) - 1] == "--protect"
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(store.parent / f"{store.name}-ws", ignore_errors=True)
