@@ -238,8 +238,9 @@ def _unique() -> str:
 def confined(cmd: list[str], workdir: Path, cache: Path, hide: Iterable[str] = ()) -> list[str]:
     """``cmd`` run under kag.core.trust.confine_exec: it reads the system and the toolchain but the
     files in ``hide``, reads and writes ``workdir``, and never reaches ``cache`` (the evaluator's key
-    and signed entries) or the precompiled-header store (``trusted_stores``). It also reads kag's own code (the nvrtc backend's compiler is a kag module;
-    an editable install is not under the system's paths), which the candidate may read too."""
+    and signed entries) or the precompiled-header store (``trusted_stores``). It also reads kag's own
+    code (the nvrtc backend's compiler is a kag module; an editable install is not under the system's
+    paths), which the candidate may read too."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     hidden = [part for path in hide for part in ("--hide", path)]
     protected = [part for store in trusted_stores(cache) for part in ("--protect", store)]
