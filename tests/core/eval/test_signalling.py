@@ -92,3 +92,34 @@ def test_a_stopped_child_runs_nothing_until_resumed(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 0.002])
+def test_the_child_polls_the_doorbell_only_where_asked(spin_s):
+    """A child waiting for its next ring spins only for ``spin_s`` (GPU hosts, whose judge spins too),
+    else it sleeps in the read: on a 2-core CPU host its poll held the core the judge woke on, and null
+    windows read 2 ms long (a Python loop once scored faster than eager). Read from the thread's CPU
+    time while it waits 30 ms for a ring."""
+    import threading
+
+    from kag.core.eval.candidate import _read_exact
+
+    r, w = os.pipe()
+    spent: list[float] = []
+
+    def child() -> None:
+        start = time.thread_time()
+        _read_exact(r, 8, spin_s)
+        spent.append(time.thread_time() - start)
+
+    thread = threading.Thread(target=child)
+    thread.start()
+    time.sleep(0.03)
+    os.write(w, b"x" * 8)
+    thread.join(5)
+    os.close(r)
+    os.close(w)
+    if spin_s:
+        assert spent[0] >= 0.5 * spin_s, spent
+    else:
+        assert spent[0] < 0.0015, spent
