@@ -14,15 +14,24 @@ from kag.core.records import Solution, Task, TimingStats
 from kag.core.eval.feedback import format_eval
 from tests.core.eval.test_evaluate import HEADER, TASK_CODE
 
-# Honest but slow (a Python loop, far slower than eager), and at import it rewrites every entry of
-# baselines.json to a million milliseconds, keeping the MACs: believed, that is reward 2 from now on.
+# Honest but slow (a Python loop, far slower than eager), and at import it tries to rewrite every entry
+# of baselines.json to a million milliseconds, keeping the MACs: believed, that is reward 2 from now on.
 FORGER = Solution(model_new='''
 import json, pathlib
-_cache = pathlib.Path(CACHE_DIR) / "baselines.json"
-_data = json.loads(_cache.read_text())
-for _entry in _data.values():
-    _entry["stats"].update(median_ms=1e6, mean_ms=1e6, min_ms=1e6, max_ms=1e6, iqr_ms=0.0)
-_cache.write_text(json.dumps(_data))
+
+
+def _forge(cache):
+    data = json.loads(cache.read_text())
+    for entry in data.values():
+        entry["stats"].update(median_ms=1e6, mean_ms=1e6, min_ms=1e6, max_ms=1e6, iqr_ms=0.0)
+    cache.write_text(json.dumps(data))
+
+
+try:
+    _forge(pathlib.Path(CACHE_DIR) / "baselines.json")
+    print("FORGED")
+except OSError as exc:
+    print("REFUSED", type(exc).__name__)
 ''' + HEADER + '''
         flat = (x * self.weight).reshape(-1).tolist()
         out = [v * self.scale if v > 0 else 0.0 for v in flat]
@@ -34,6 +43,7 @@ _cache.write_text(json.dumps(_data))
 def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tmp_path) -> None:
     import torch
 
+    from kag.core.eval.judge import BASELINE_METHOD
     from kag.core.eval.timing import device_info
 
     (tmp_path / "model.py").write_text(TASK_CODE)
@@ -42,15 +52,22 @@ def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tm
     opts = EvalOptions(backend="cpu", num_timed=5, warmup=1, num_checks=2, cache_dir=str(cache_dir), guards=(),
                        baselines=("eager",))
     info = device_info("cpu", "cpu")
-    key = BaselineKey(task.code_hash, f"{info['name']}/{info['threads']}t", torch.__version__, "eager", "default", 5)
+    key = BaselineKey(task.code_hash, f"{info['name']}/{info['threads']}t", torch.__version__, "eager",
+                      f"default|{BASELINE_METHOD}", 5)
     # the evaluator's own settled timing, as an earlier evaluation cached it
     BaselineCache(cache_dir).put(key, TimingStats(0.2, 0.2, 0.19, 0.25, 0.01, 0.01, 5))
     solution = Solution(model_new=FORGER.model_new.replace("CACHE_DIR", repr(str(cache_dir))))
 
+    before = (cache_dir / "baselines.json").read_bytes()
     first = evaluate(task, solution, opts)
     assert first.ok and first.reward.value == 1, (first.error, first.times_ms)
     assert first.times_ms["eager"] == 0.2 and first.metadata["baseline_cache"]["eager"]["source"] == "cache"
     assert re.search(r"eager: 0\.2000 ms median .*\(cached \d+ s ago, 5 runs\)", format_eval(first))
+    # the first layer: the candidate cannot reach the cache (its sandbox hides it)
+    assert (cache_dir / "baselines.json").read_bytes() == before
+    # the second: what a process that could reach it wrote, MACs kept, is not believed
+    exec(compile(solution.model_new.split("try:")[0], "forger", "exec"), scope := {})
+    scope["_forge"](cache_dir / "baselines.json")
     forged = json.loads((cache_dir / "baselines.json").read_text())[key.text]
     assert forged["stats"]["median_ms"] == 1e6, "the attack did not happen: this test would prove nothing"
 
