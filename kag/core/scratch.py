@@ -41,6 +41,20 @@ def forget_tagged(tag: str) -> None:
         _TAGS.difference_update([t for t in _TAGS if t[1] == tag])
 
 
+def remove_tagged(tag: str) -> None:
+    """Remove the folders carrying ``tag`` (its process is dead), then forget the tag: a judge killed
+    by a Ctrl-C before it removed its candidates' folders left them once its tag was forgotten."""
+    import glob
+
+    with _LOCK:
+        folders = sorted({f for f, t in _TAGS if t == tag})
+    for folder in folders:
+        for path in glob.glob(os.path.join(glob.escape(folder), f"kag-*-{tag}-*")):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+    forget_tagged(tag)
+
+
 def remember(path: str) -> None:
     """A folder another process made for this one's work (a judge's candidate folder), swept too."""
     with _LOCK:

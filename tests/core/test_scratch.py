@@ -32,3 +32,18 @@ def test_a_forgotten_tag_is_not_swept(tmp_path: Path):
     kept.mkdir()
     scratch.remove_all()
     assert kept.exists()
+
+
+def test_a_dead_processs_tagged_folders_are_removed_before_its_tag_is_forgotten(tmp_path):
+    """A judge killed by a Ctrl-C before removing its candidates' folders: closing it removes what
+    carries its tag (only that), so the later sweep, which no longer knows the tag, has nothing left."""
+    from kag.core import scratch
+
+    scratch.remember_tagged("abc123", [str(tmp_path)])
+    mine = tmp_path / "kag-cand-abc123-x1"
+    other = tmp_path / "kag-cand-def456-x1"
+    mine.mkdir()
+    other.mkdir()
+    scratch.remove_tagged("abc123")
+    assert not mine.exists() and other.exists()
+    assert all(tag != "abc123" for _, tag in scratch._TAGS)

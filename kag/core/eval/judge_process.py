@@ -204,7 +204,7 @@ class JudgeProcess:
         if not self.proc.is_alive():
             from kag.core import scratch
 
-            scratch.forget_tagged(self.tag)
+            scratch.remove_tagged(self.tag)
 
 
 class WarmJudges:
