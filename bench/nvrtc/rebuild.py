@@ -32,6 +32,25 @@ def load(op: str, flavour: str) -> Solution:
                     kernels={p.name: p.read_text() for p in (folder / "kernels").iterdir()})
 
 
+def cold_then_edits(sol: Solution, backend, name: str, n: int, tmp: Path) -> tuple[float, list[float], set[str]]:
+    """A cold build of ``sol`` in ``tmp``, then ``n`` builds each after a comment line added to file
+    ``name``: (cold seconds, each edit's seconds, the units the edits recompiled)."""
+    out, cache = tmp / "out", tmp / "cache"
+    start = time.perf_counter()
+    res = build_solution(sol, backend, out, cache_dir=cache)
+    cold = time.perf_counter() - start
+    assert res.ok, res.log
+    edits, rebuilt = [], set()
+    for i in range(n):
+        sol.kernels[name] += f"\n// edit {i} {time.time()}\n"
+        start = time.perf_counter()
+        res = build_solution(sol, backend, out, cache_dir=cache)
+        edits.append(time.perf_counter() - start)
+        assert res.ok, res.log
+        rebuilt.update(res.compiled)
+    return cold, edits, rebuilt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edits", type=int, default=5)
@@ -48,19 +67,7 @@ def main() -> None:
         sol = load(args.op, flavour)
         kernel = f"{args.op}.cu"
         with tempfile.TemporaryDirectory() as tmp:
-            out, cache = Path(tmp) / "out", Path(tmp) / "cache"
-            start = time.perf_counter()
-            res = build_solution(sol, backend, out, cache_dir=cache)
-            cold = time.perf_counter() - start
-            assert res.ok, res.log
-            edits, rebuilt = [], set()
-            for i in range(args.edits):
-                sol.kernels[kernel] += f"\n// edit {i} {time.time()}\n"
-                start = time.perf_counter()
-                res = build_solution(sol, backend, out, cache_dir=cache)
-                edits.append(time.perf_counter() - start)
-                assert res.ok, res.log
-                rebuilt.update(res.compiled)
+            cold, edits, rebuilt = cold_then_edits(sol, backend, kernel, args.edits, Path(tmp))
         rows.append((backend_name, cold, edits))
         print(f"{backend_name:6s} cold {cold:6.2f} s   one-kernel edit: " + " ".join(f"{e:.2f}" for e in edits)
               + f"   median {statistics.median(edits):.2f} s   recompiled per edit: {sorted(rebuilt)} + link",
@@ -80,21 +87,10 @@ def binding_edits(args: argparse.Namespace) -> None:
         sol = load(args.op, "cuda")
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["KAG_PCH_DIR"] = pch or str(Path(tmp) / "pch")
-            out, cache = Path(tmp) / "out", Path(tmp) / "cache"
-            start = time.perf_counter()
-            res = build_solution(sol, backend, out, cache_dir=cache)
-            cold = time.perf_counter() - start
-            assert res.ok, res.log
-            edits = []
-            for i in range(args.edits):
-                sol.kernels[binding] += f"\n// edit {i} {time.time()}\n"
-                start = time.perf_counter()
-                res = build_solution(sol, backend, out, cache_dir=cache)
-                edits.append(time.perf_counter() - start)
-                assert res.ok, res.log
+            cold, edits, rebuilt = cold_then_edits(sol, backend, binding, args.edits, Path(tmp))
             print(f"cuda {label:7s} cold {cold:6.2f} s (with the header's own build when on)   binding edit: "
                   + " ".join(f"{e:.2f}" for e in edits) + f"   median {statistics.median(edits):.2f} s   "
-                  f"recompiled: {sorted(res.compiled)} + link", flush=True)
+                  f"recompiled: {sorted(rebuilt)} + link", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,8 @@ CPU time a call takes to return, and cProfile's top functions over 200 calls. Tr
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
 import os
-import pstats
 import statistics
 import sys
 import time
@@ -37,7 +34,7 @@ def child(task: str, confined: bool, wfd: int) -> None:
         import torch
 
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from gpu_probe_compile_spread import load, windows
+        from gpu_probe_compile_spread import load, profile_calls, windows
 
         _, mod = load(task)
         model = mod.Model(*mod.get_init_inputs()).cuda().eval()
@@ -57,15 +54,7 @@ def child(task: str, confined: bool, wfd: int) -> None:
             per_call, cpu = windows(fn, sets, 30, 30, True)
             out[label] = {"median_ms": round(statistics.median(per_call) * 1e3, 4),
                           "cpu_ms_a_call": round(statistics.median(cpu) * 1e3, 4)}
-        cp = cProfile.Profile()
-        cp.enable()
-        for j in range(200):
-            compiled(*sets[j % 16])
-        cp.disable()
-        torch.cuda.synchronize()
-        text = io.StringIO()
-        pstats.Stats(cp, stream=text).sort_stats("tottime").print_stats(12)
-        out["cprofile"] = text.getvalue()[-3500:]
+        out["cprofile"] = profile_calls(compiled, sets, 12)[-3500:]
         torch.autograd.profiler._is_profiler_enabled = True
         prof.__exit__(None, None, None)
     except BaseException as e:  # noqa: BLE001 - the probe reports whatever stopped it

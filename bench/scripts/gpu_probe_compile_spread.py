@@ -42,6 +42,23 @@ def quart(xs: list[float]) -> tuple[float, float]:
     return med, (q[2] - q[0]) / med * 100
 
 
+def profile_calls(fn, sets, top: int, calls: int = 200) -> str:
+    """cProfile's ``top`` functions by own time over ``calls`` calls of ``fn`` on the staged sets."""
+    import cProfile
+    import io
+    import pstats
+
+    cp = cProfile.Profile()
+    cp.enable()
+    for j in range(calls):
+        fn(*sets[j % len(sets)])
+    cp.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(cp, stream=text).sort_stats("tottime").print_stats(top)
+    return text.getvalue()
+
+
 def windows(fn, sets, k: int, n: int, ranged: bool) -> tuple[list[float], list[float]]:
     per_call, cpu = [], []
     for w in range(n):
@@ -118,17 +135,9 @@ def main() -> None:
                     torch.autograd.profiler._is_profiler_enabled = True
                     prof.__exit__(None, None, None)
         if args.cprofile:  # where a compiled call's time goes while a profiler watches
-            import cProfile
-            import pstats
             with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                                      torch.profiler.ProfilerActivity.CUDA]):
-                cp = cProfile.Profile()
-                cp.enable()
-                for j in range(200):
-                    compiled(*sets[j % 16])
-                cp.disable()
-                torch.cuda.synchronize()
-            pstats.Stats(cp).sort_stats("tottime").print_stats(14)
+                print(profile_calls(compiled, sets, 14))
         from torch._dynamo.utils import counters
         print(name, "dynamo counters:", {k: dict(v) for k, v in counters.items() if k in ("stats", "recompiles")},
               flush=True)
