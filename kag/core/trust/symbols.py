@@ -124,9 +124,10 @@ def why_refused(symbol: str, allow_cublas: bool = True, allow_cudnn: bool = True
     return None
 
 
-def dynamic_symbols(path: str) -> list[tuple[bytes, int, int, int, int]]:
+def dynamic_symbols(path: str, full: bool = False) -> list[tuple[bytes, int, int, int, int]]:
     """(name, st_info, st_shndx, st_value, st_size) of each entry of a 64-bit little-endian ELF file's
-    ``.dynsym``, read by seeking (PyTorch's libraries are hundreds of megabytes). Raises ValueError
+    ``.dynsym`` (and, with ``full``, its ``.symtab``, where a library keeps it: the functions it does
+    not export), read by seeking (PyTorch's libraries are hundreds of megabytes). Raises ValueError
     when ``path`` is not such a file, OSError when it cannot be read."""
     with open(path, "rb") as f:
         head = f.read(64)
@@ -139,16 +140,39 @@ def dynamic_symbols(path: str) -> list[tuple[bytes, int, int, int, int]]:
         sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
         out = []
         for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
-            if sh_type != 11 or link >= len(sections):  # SHT_DYNSYM
+            if sh_type not in ((11, 2) if full else (11,)) or link >= len(sections):  # SHT_DYNSYM, SHT_SYMTAB
                 continue
             f.seek(sections[link][4])
             names = f.read(sections[link][5])
             f.seek(offset)
             data = f.read(size)
-            step = entsize or 24
-            for k in range(0, len(data) - step + 1, step):
-                st_name, st_info, _other, st_shndx, value, sym_size = struct.unpack_from("<IBBHQQ", data, k)
+            if (entsize or 24) != 24:
+                raise ValueError(f"{path}: a symbol table with {entsize}-byte entries")
+            for st_name, st_info, _other, st_shndx, value, sym_size in struct.iter_unpack("<IBBHQQ", data[:len(data) // 24 * 24]):
                 out.append((names[st_name:names.find(b"\0", st_name)], st_info, st_shndx, value, sym_size))
+    return out
+
+
+def plt_sections(path: str) -> list[tuple[int, int]]:
+    """(start, end) addresses of a 64-bit little-endian ELF file's PLT sections (``.plt``, ``.plt.sec``,
+    ``.plt.got``): stubs that jump to another function, nothing else. Raises as ``dynamic_symbols``."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
+        if shstrndx >= len(sections):
+            return []
+        f.seek(sections[shstrndx][4])
+        names = f.read(sections[shstrndx][5])
+    out = []
+    for name, _type, _flags, addr, _offset, size, *_ in sections:
+        if names[name:names.find(b"\0", name)] in (b".plt", b".plt.sec", b".plt.got") and size:
+            out.append((addr, addr + size))
     return out
 
 
