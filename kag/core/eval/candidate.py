@@ -57,6 +57,7 @@ OP_CALL, OP_NULL, OP_MSG, OP_END = 1, 2, 3, 4
 WORD = struct.Struct("<Q")
 COUNT = struct.Struct("<I")  # the length of a done word's tail, and counts inside it
 EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory (CPU)
+PATH_SAMPLES = 50_000  # calls whose path (kag.core.eval.candidate ``path_report``) is kept, at most
 SPIN_S = 0.002  # how long to poll the doorbell before sleeping on it (machines with a bell: GPU hosts)
 MAX_CALLS = (1 << 24) - 1  # calls in one window (the word's field)
 
@@ -239,6 +240,11 @@ class Harness:
 
         self.describer = OutputDescriber()  # GPU: where a window's outputs are, for the judge to read
         self.baseline_calls = False  # the runner: calls run the task's Model, not ModelNew
+        # where a window's time goes on this process's clock, summed over the calls since the observer
+        # started: inside forward, the rest of a call, and from an answer to the next call's ring
+        # (the handshake). A report for the calibration, never a measurement the judge relies on.
+        self.path: list[tuple[float, float, float]] = []  # (forward, the rest, between; -1: a window's first)
+        self.left = 0.0  # when the last call returned
 
     # -- channel --------------------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -303,7 +309,9 @@ class Harness:
                 raise RuntimeError(f"protocol: unknown bell op {op}")
 
     def answer(self, word: bytes) -> None:
-        """A call's answer: through the bell on a GPU machine, else the pipe."""
+        """A call's answer, once it returned: through the bell on a GPU machine, else the pipe. Not as
+        it is taken (that saves the round trip, 1-6 us a call, but tells a call it is its window's
+        last while it runs: a solution could then pad the last call of a short window, unseen)."""
         if self.bell is not None and self.fast:
             WORD.pack_into(self.bell, 8, WORD.unpack(word)[0])
         else:
@@ -324,6 +332,7 @@ class Harness:
         window's outputs (their memory goes back to the allocator, as a baseline's outputs do).
         Grad mode is switched off by the C call each time (forward may switch it on; a
         ``torch.no_grad`` context costs microseconds a call in Python)."""
+        entered = self.clock()
         if index >= len(self.sets):
             raise RuntimeError(f"protocol: call {index} of a window but {len(self.sets)} input sets")
         if index == 0:
@@ -334,8 +343,29 @@ class Harness:
                 self.window_mark.__enter__()
         self.set_grad(False)
         with self.observer.forward_range() if self.observer else _null():
-            self.outputs.append(plain_output(self.forward(*self.sets[index]), self.device == "cpu"))
+            started = self.clock()
+            out = self.forward(*self.sets[index])
+            returned = self.clock()
+            self.outputs.append(plain_output(out, self.device == "cpu"))
         self.answer(word)
+        left = self.clock()
+        if len(self.path) < PATH_SAMPLES:
+            self.path.append((returned - started, left - entered - (returned - started),
+                              entered - self.left if index else -1.0))
+        self.left = left
+
+    def path_report(self) -> dict[str, float]:
+        """Microseconds a call (medians over the calls since the observer started, sampled windows'
+        stops and all): ``forward`` (inside it), ``harness`` (the rest of a call), ``between`` (from
+        a call's return to the next call of its window: the handshake)."""
+        from statistics import median
+
+        if not self.path:
+            return {}
+        between = [b for _, _, b in self.path if b >= 0]
+        return {"forward": round(median(f for f, _, _ in self.path) * 1e6, 2),
+                "harness": round(median(h for _, h, _ in self.path) * 1e6, 2),
+                "between": round(median(between) * 1e6, 2) if between else 0.0, "calls": len(self.path)}
 
     def end(self, word: bytes) -> None:
         """The end of a window: synchronise, ring done with where its outputs are (CPU: addresses;
@@ -366,7 +396,7 @@ class Harness:
             self.outputs, self.sets = [], []
             self.own_times.clear()
             _free_device(self.device)
-            self.send(("dropped", None))
+            self.send(("dropped", self.path_report()))
         elif op == "spec":
             self.load(from_dict(CandidateSpec, arg))
         elif op == "state":
@@ -381,6 +411,7 @@ class Harness:
             self.collect()
             self.observer = CallObserver(self.device, kernels=bool((arg or {}).get("kernels", True)))
             self.observer.start()
+            self.path = []
             self.send(("observing", None))
         elif op == "poison":
             self.poison()
@@ -549,7 +580,8 @@ class Harness:
             import torch
 
             peak = torch.cuda.max_memory_allocated() / 2**20
-        self.send(("finished", {"observations": to_dict(obs), "own_times_ms": self.own_times, "peak_memory_mb": peak}))
+        self.send(("finished", {"observations": to_dict(obs), "own_times_ms": self.own_times, "peak_memory_mb": peak,
+                                   "path_us": self.path_report()}))
 
 
 def _free_device(device: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import attrs
 
 from kag.core.eval.candidate_process import CandidateFailure, CandidateProcess
-from kag.core.eval.judge_calls import CandidateCalls
+from kag.core.eval.judge_calls import CandidateCalls, path_account
 from kag.core.eval.judge_inputs import fill_in_place, to_device
 from kag.core.trust.procs import die_with_parent
 from kag.core.eval.reference64 import Float64Reference
@@ -191,7 +191,11 @@ class Judge(CandidateCalls):
                 self.report.baseline_cache[name] = got.info
                 self.report.notes += got.notes
                 if loaded:
-                    self.runner.exchange(("drop", None), spec.timeouts.load_s, "freeing a baseline", expect="dropped")
+                    reply, _ = self.runner.exchange(("drop", None), spec.timeouts.load_s, "freeing a baseline",
+                                                    expect="dropped")
+                    summary = self.report.calibration.get("baselines", {}).get(name)
+                    if summary is not None and isinstance(reply[1], dict):  # the runner's own account: shown only
+                        summary["path_us"] = path_account(reply[1])
                 stats = got.stats
                 self.report.timing[name] = stats
                 self.report.times_ms[name] = stats.median_ms

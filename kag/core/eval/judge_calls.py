@@ -60,6 +60,18 @@ def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | N
     return round(median(xs) * scale, digits) if xs else None
 
 
+PATH_KEYS = ("forward", "harness", "between", "calls")
+
+
+def path_account(reported: Any) -> dict[str, float]:
+    """A child's account of where a call's time went (kag.core.eval.candidate ``path_report``), kept to
+    its known numeric fields: an untrusted report, shown in the calibration and never scored."""
+    if not isinstance(reported, dict):
+        return {}
+    return {k: float(reported[k]) for k in PATH_KEYS
+            if isinstance(reported.get(k), (int, float)) and math.isfinite(reported[k])}
+
+
 def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
     """What the report says of one side's windows."""
     return {"calls_per_window": timing.calls, "calls_per_short_window": timing.short_calls,
@@ -574,6 +586,9 @@ class CandidateCalls:
                 self.report.violations.append({"guard": "no-torch-fallback", "detail": f"provenance: {detail}"})
             self.report.observed["cpu_samples"] = self.provenance.summary()
             self.provenance.close()
+        path = reply[1].get("path_us")
+        if timed and isinstance(path, dict):  # the candidate's own account of a call's path: shown only
+            self.report.calibration["path_us"] = path_account(path)
         if timed and "candidate" in self.report.times_ms and own:
             self.report.calibration["own_ms"] = median_ms(own, 1.0)
             why = cross_check(own, self.report.times_ms["candidate"])

@@ -20,7 +20,7 @@ Everything a window pays once cancels: the resume, the doorbells' first round, t
 from the judge's context to the child's and back, and the first call's cold start (a resumed
 process's caches and its profiler's buffers: 0.15 to 0.8 ms on an H200, more than a 20 us kernel
 many times over). The child cannot tell a short window from a long one until it ends (each call is
-rung alone), so it cannot make one kind slower than the other. ``calls`` is chosen per side so that
+rung alone), so it cannot make one kind's calls slower than the other's (its end: see below). ``calls`` is chosen per side so that
 a window holds about ``WINDOW_TARGET_S`` of work, within a memory budget for the staged inputs and
 kept outputs. Where not even two calls fit, windows of one call less interleaved *null windows*
 (the path with nothing of forward in it) are the fallback.
@@ -42,6 +42,10 @@ What a window cannot see, and what covers it:
   honest small kernels).
 - A cluster of windows far faster than the windows whose outputs were verified is a violation
   (``skipped_work``); the candidate's own clock is a cross-check only (``cross_check``).
+- Not covered yet: the child counts a window's calls when its end is rung, so it could delay the end
+  of short windows only (their difference with long ones then reads fast), and it can tell a null
+  window (``OP_NULL``: the CPU's base) and delay it. A call is answered only once it returned, so no
+  call knows it is the last while it runs (kag.core.eval.candidate).
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ WINDOW_TARGET_S = 0.005  # a GPU window holds about this much work. A CPU window
 # OpenMP's sleeping threads: about 0.35 ms there, both sides) stays in: sub-millisecond CPU speed-ups read
 # closer to 1 than they are
 MAX_CALLS = 512  # calls in one window
+SMALL_CALL_S = 1e-4  # a call this short fills its window with as many calls as fit (at most MAX_CALLS), not
+# with WINDOW_TARGET_S of work: its first estimate (a cold, CPU-bound call) varies 2-3x, and windows sized
+# from it differed between the sides and between evaluations of one solution (diag_matmul on an H100:
+# 56-78 calls for eager, 32-191 for the candidate; the evaluation of 32 read 0.051 ms, the others
+# 0.054-0.059: bench/results/2026-11-27-small-path)
 INPUT_BUDGET_BYTES = 8 << 30  # staged inputs and kept outputs of one window, at most (on the CPU)
 GPU_INPUT_BUDGET_BYTES = 24 << 30  # ... on a GPU, and at most GPU_FREE_SHARE of its free memory (the sets
 GPU_FREE_SHARE = 0.45  # already staged counted back in): windows of an H100 hold 144-247 calls of a 13-24 us
@@ -142,13 +151,15 @@ class GpuProbe:
 
 
 def choose_calls(per_call_s: float, bytes_per_call: int, budget_bytes: int, gpu: bool) -> int:
-    """How many calls a long window holds on a GPU: enough for ``WINDOW_TARGET_S`` of work, at least
-    two (a short window holds half), no more than the staged inputs and kept outputs fit in
+    """How many calls a long window holds on a GPU: enough for ``WINDOW_TARGET_S`` of work (as many as
+    fit for a call under ``SMALL_CALL_S``), at least two (a short window holds half), no more than the staged inputs and kept outputs fit in
     ``budget_bytes``, at most ``MAX_CALLS``. One on the CPU (``WINDOW_TARGET_S``'s note)."""
     if not gpu:
         return 1
     fit = budget_bytes // max(bytes_per_call, 1)
     want = max(2, math.ceil(WINDOW_TARGET_S / max(per_call_s, 1e-7)))
+    if per_call_s < SMALL_CALL_S:  # as many as fit: the same count for both sides and every evaluation
+        want = MAX_CALLS
     return int(max(1, min(want, fit, MAX_CALLS)))
 
 

@@ -10,6 +10,7 @@ import torch
 
 from kag.core.eval.candidate import EXTENT, COUNT
 from kag.core.eval.candidate_process import CandidateProcess
+from kag.core.eval.judge_calls import path_account
 from kag.core.eval.spec import CandidateSpec
 from kag.core.records import to_dict
 
@@ -77,3 +78,64 @@ def test_a_candidate_forked_from_a_process_that_shares_tensors_still_sends_its_o
 
     assert torch.equal(restricted_loads(dumps(torch.arange(3.0))), torch.arange(3.0))  # starts this process's sharer
     test_a_window_of_calls_runs_each_on_its_set_and_says_where_the_outputs_are(False)
+
+
+PEEKING_TASK = '''
+import gc
+import struct
+import time
+
+import torch
+import torch.nn as nn
+
+HARNESS = []
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        """Waits 20 ms, then returns the serial of the bell's go word: what the judge has rung meanwhile."""
+        if not HARNESS:
+            HARNESS.extend(o for o in gc.get_objects() if type(o).__name__ == "Harness")
+        time.sleep(0.02)
+        return torch.full_like(x, float(struct.unpack_from("<Q", HARNESS[0].bell, 0)[0] >> 32))
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_through_the_bell_no_call_is_rung_before_the_last_one_returned():
+    """A call is answered once it returned, and only then is the next rung: while a call runs, the
+    bell holds that call, so no call learns it is its window's last (a short window's last call could
+    then be padded, unseen, and the difference of long and short windows read fast). Answering as a
+    call is taken saved 1-6 us a call (bench/results/2026-11-27-small-path): tried and dropped for
+    this. Also the child's own account of a call's path, as the calibration shows it."""
+    child = CandidateProcess(None, None)
+    child.fast = True
+    try:
+        child.exchange(("prepare", {"device": "cpu", "env": {}, "seccomp": False, "wall": None, "bell": True}), 60,
+                       "prepare", expect="prepared")
+        spec = CandidateSpec(task_code=PEEKING_TASK, task_path="<task>", init_seed=0, model_new_path="")
+        child.exchange(("baseline", {"spec": to_dict(spec), "name": "eager", "mode": "default"}), 60, "baseline",
+                       expect="baseline")
+        child.exchange(("buffers", {"count": 4, "descr": {"seq": "list", "items": [
+            {"shape": [4, 8], "stride": [8, 1], "dtype": "float32", "device": "cpu"}]}}), 60, "buffers",
+            expect="buffers")
+        child.window(4, 30, "test window")
+        first = child.serial - 4  # the first call's (rung through the pipe); the end's is child.serial
+        seen = []
+        for j in range(4):
+            address, size = EXTENT.unpack_from(child.tail, COUNT.size + j * EXTENT.size)
+            seen.append(int(torch.frombuffer(bytearray(child.read_memory(address, size)), dtype=torch.float32)[0]))
+        assert seen[0] < first and seen[1:] == [first + 1, first + 2, first + 3]
+        reply, _ = child.exchange(("drop", None), 60, "drop", expect="dropped")
+        path = path_account({**reply[1], "note": "x" * 100, "between": float("nan")})
+        assert set(path) == {"forward", "harness", "calls"} and path["calls"] == 4
+        assert 20_000 <= path["forward"] < 1_000_000 and path["harness"] < path["forward"]
+    finally:
+        child.close()
