@@ -24,6 +24,8 @@
 #   rebuild    a one-kernel edit (cuda and nvrtc backends) and a binding edit (precompiled torch header on
 #              and off), through kag's own build (bench/nvrtc/rebuild.py)
 #   compileprobe  why torch.compile's baseline of diag_matmul does not settle (gpu_probe_compile_spread.py)
+#   smallpath  why eager reads slower than the candidate for ~20-50 us kernels: windows as the judge runs
+#              them, bare, under a CPU-only profiler and under kag's observer (gpu_probe_small_path.py)
 #   dma        the fatbin wall against a GPU copy into its pages (cudaHostRegister read-only, then a
 #              device-to-host copy, a mapped alias and a kernel write; bench/scripts/wall_attack/gpu)
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
@@ -113,6 +115,10 @@ EOF
     compileprobe)
       step "torch.compile's spread in one process: bare, under the profiler, with ranges"
       timeout 300 python3 bench/scripts/gpu_probe_compile_spread.py --out "$OUT" 2>&1 | tee "$OUT/compileprobe.log" | cut -c1-400 ;;
+    smallpath)
+      step "a small kernel's window: eager and candidate, bare and observed"
+      timeout "${SMALL_TIMEOUT:-300}" python3 bench/scripts/gpu_probe_small_path.py ${SMALL_ARGS:-} --out "$OUT" 2>&1 \
+        | tee "$OUT/smallpath.log" | cut -c1-400 ;;
     dma)
       step "the fatbin wall against GPU copies (control, covered unsealed, covered sealed; read-only, mapped)"
       for kind in ctl none sealed; do for fl in 8 10 0 2; do

@@ -104,6 +104,14 @@ def evaluate_once(name: str, backend: str, cache_dir: str, compile_too: bool) ->
 def reference_clock(name: str, backend: str, iters: int) -> dict:
     """In this (fresh) process: build the example, load it, time Model and ModelNew on the
     independent clock (CUPTI kernel time on a GPU, perf_counter on the CPU)."""
+    ref, new, make_inputs, device = load_pair(name, backend)
+    timer = cupti_ms if device == "cuda" else wall_ms
+    return {"ref_eager_ms": timer(ref, make_inputs, iters), "ref_candidate_ms": timer(new, make_inputs, iters)}
+
+
+def load_pair(name: str, backend: str):
+    """In this process: the task's Model and the example's ModelNew (built, loaded, the same
+    weights), a ``make_inputs(i)`` of fresh inputs, and the device."""
     import importlib.util
 
     import torch
@@ -137,8 +145,7 @@ def reference_clock(name: str, backend: str, iters: int) -> dict:
         with torch.device(device):
             return [x.to(device) if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
 
-    timer = cupti_ms if device == "cuda" else wall_ms
-    return {"ref_eager_ms": timer(ref, make_inputs, iters), "ref_candidate_ms": timer(new, make_inputs, iters)}
+    return ref, new, make_inputs, device
 
 
 def cupti_ms(model, make_inputs, iters: int) -> float:
