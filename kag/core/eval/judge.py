@@ -230,6 +230,27 @@ class Judge(CandidateCalls):
                              expect="baseline")
         self.runner_sets: list[list[Any]] = []
 
+    def runner_null_windows(self, count: int, pause_s: float) -> list[float]:
+        """``count`` null windows of the baseline runner, under its observer as the candidate's run,
+        each after the candidate's gap (a resumed process's cold start grows with the gap); [] without
+        a runner. Trusted: the runner holds no solution code."""
+        from kag.core.eval.judge_timing import Plan
+        from kag.core.eval.judge_windows import run_windows
+
+        if self.runner is None or count <= 0:
+            return []
+        self.prepare_runner()
+        self.runner.probe = self.probe_for_runner()
+        limit = self.spec.timeouts.load_s
+        self.runner.exchange(("observe", {"kernels": True}), limit, "starting the runner's observer", expect="observing")
+        try:
+            timing = run_windows(self, self.runner, [], Plan(calls=1, order=["null"] * count), purpose="runner-null",
+                                 timeout_s=limit + count * (pause_s + 0.1), phase="the runner's null windows",
+                                 pause_s=pause_s)
+        finally:
+            self.runner.exchange(("drop", None), limit, "freeing the runner", expect="dropped")
+        return timing.null_s
+
     def probe_for_runner(self) -> Any:
         return self.gpu_probe()
 

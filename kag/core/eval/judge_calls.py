@@ -401,9 +401,28 @@ class CandidateCalls:
         self.report.durations_s["timing"] = round(time.perf_counter() - start, 3)
         if timing.failed or not self.verify_pending(timing):
             return False
+        if timing.null_s and not timing.short_s and not self.cuda:  # a base the candidate can tell and pad:
+            self.cap_null_base(timing, pause)  # capped by the runner's (on a GPU not yet: its runner's start costs)
         self.record_timing(timing, plan, pause)
         mark("judge", "timed windows done")
         return True
+
+    def cap_null_base(self, timing: Any, pause_s: float) -> None:
+        """The baseline runner's null windows, as many as the candidate's and with its gap, bound the
+        candidate's null base (kag.core.eval.judge_timing.null_base_cap)."""
+        from kag.core.eval.judge_timing import median, null_base_cap
+
+        runner_null = self.runner_null_windows(len(timing.null_s), pause_s)
+        cap = null_base_cap(runner_null)
+        if cap is None:
+            return
+        timing.base_cap_s = cap
+        own = median(timing.null_s)
+        self.report.calibration["runner_null_window_ms"] = median_ms(runner_null)
+        if own > cap:
+            self.report.notes.append(f"timing: the candidate's null windows took {own * 1e3:.4g} ms against the "
+                                     f"baseline runner's {median(runner_null) * 1e3:.4g} ms; its base counts "
+                                     f"{cap * 1e3:.4g} ms")
 
     def more_samples(self, cand: CandidateProcess, calls: int, deadline: float, counter: list[int],
                      limit_s: float, at_least: int = 0) -> bool:

@@ -42,10 +42,12 @@ What a window cannot see, and what covers it:
   honest small kernels).
 - A cluster of windows far faster than the windows whose outputs were verified is a violation
   (``skipped_work``); the candidate's own clock is a cross-check only (``cross_check``).
-- Not covered yet: the child counts a window's calls when its end is rung, so it could delay the end
-  of short windows only (their difference with long ones then reads fast), and it can tell a null
-  window (``OP_NULL``: the CPU's base) and delay it. A call is answered only once it returned, so no
-  call knows it is the last while it runs (kag.core.eval.candidate).
+- A padded base: the child can tell a null window (``OP_NULL``, the base where a window holds one
+  call) and delay it; on the CPU the base counts at most the baseline runner's null windows, with a
+  margin (``null_base_cap``). Not covered yet: the same on a GPU, and a short window's end (the child
+  counts a window's calls when its end is rung, so it could delay short windows' ends only). A call is
+  answered only once it returned, so no call knows it is the last while it runs
+  (kag.core.eval.candidate).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ GPU_FREE_SHARE = 0.45  # already staged counted back in): windows of an H100 hol
 GPU_RESERVE_BYTES = 1 << 30  # free memory a window leaves (the call's own workspace, the allocator's slack)
 NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where windows hold one call
 MIN_NULL = 10
+NULL_CAP_RATIO = 1.25  # a candidate's null base counts at most this times the runner's ...
+NULL_CAP_SLACK_S = 30e-6  # ... plus this (null_base_cap)
 SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
 # (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several.
 # 128 on the CPU: with 64, a small fallback (tests/adversarial aten_dlsym) gave only 8-13 computing
@@ -176,6 +180,7 @@ class WindowTiming:
     sampled_s: list[float] = attrs.field(factory=list)  # sampled windows, less the time their stops took
     verified: list[int] = attrs.field(factory=list)
     failed: bool = False  # a compared output was wrong: the timing stopped there
+    base_cap_s: float | None = None  # the most a null base may be (``null_base_cap``), where it is one
 
     @property
     def base(self) -> tuple[list[float], int]:
@@ -194,12 +199,25 @@ class WindowTiming:
         null windows')."""
         windows, span = self.base
         base = median(windows)
+        if self.base_cap_s is not None and windows is self.null_s:
+            base = min(base, self.base_cap_s)
         return [max(w - base, 0.0) / span for w in self.timed_s]
 
     def resolution_s(self) -> float:
         """What the base's own noise is worth per call: one standard error of its median."""
         windows, span = self.base
         return median_error(windows) / span
+
+
+def null_base_cap(runner_null_s: list[float]) -> float | None:
+    """The most a candidate's null windows may count as its base: the baseline runner's null windows
+    (the same harness running no solution code, timed with the same gap after each window), with
+    ``NULL_CAP_RATIO`` and ``NULL_CAP_SLACK_S`` for what a confined process honestly pays more. A null
+    window is an op of its own, so a solution can tell it and pad it (tests/adversarial: pad_null_windows):
+    the larger its base, the faster its calls would read."""
+    if len(runner_null_s) < 3:
+        return None
+    return NULL_CAP_RATIO * median(runner_null_s) + NULL_CAP_SLACK_S
 
 
 def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | None:

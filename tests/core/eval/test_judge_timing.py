@@ -8,6 +8,7 @@ import math
 import random
 import statistics
 
+import pytest
 
 from kag.core.eval.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, WINDOW_TARGET_S, Plan,
                                         WindowTiming, chosen_calls, choose_calls, cross_check, estimate_plan,
@@ -211,3 +212,22 @@ def test_a_gpu_window_of_one_long_call_gets_as_few_windows_as_several_calls():
     assert warmup_windows(1, 10) == 10
     assert warmup_windows(1, 10, gpu=True) == GPU_WARMUP_WINDOWS
     assert warmup_windows(64, 10, gpu=True) == 1
+
+
+def test_a_null_base_counts_at_most_the_runners_and_only_where_it_is_the_base():
+    """A solution can tell a null window (its own op) and pad it: the larger the base, the faster its
+    calls read. The runner's null windows (no solution code in them) bound it, with a margin."""
+    from kag.core.eval.judge_timing import NULL_CAP_RATIO, NULL_CAP_SLACK_S, null_base_cap
+
+    assert null_base_cap([1e-3, 1e-3]) is None  # too few to say
+    cap = null_base_cap([0.3e-3, 0.4e-3, 0.35e-3])
+    assert cap == pytest.approx(NULL_CAP_RATIO * 0.35e-3 + NULL_CAP_SLACK_S)
+    padded = WindowTiming(calls=1, timed_s=[1.4e-3] * 5, null_s=[1.2e-3] * 5)
+    assert padded.per_call_s()[0] == pytest.approx(0.2e-3)  # the padding read as speed
+    padded.base_cap_s = cap
+    assert padded.per_call_s()[0] == pytest.approx(1.4e-3 - cap)
+    honest = WindowTiming(calls=1, timed_s=[1.4e-3] * 5, null_s=[0.3e-3] * 5, base_cap_s=cap)
+    assert honest.per_call_s()[0] == pytest.approx(1.1e-3)  # under the cap: its own base
+    short = WindowTiming(calls=8, short_calls=4, timed_s=[2e-3] * 5, short_s=[1.5e-3] * 5, null_s=[1e-3] * 5,
+                         base_cap_s=1e-6)
+    assert short.per_call_s()[0] == pytest.approx(0.5e-3 / 4)  # short windows are the base: no cap
