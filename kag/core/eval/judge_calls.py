@@ -83,6 +83,8 @@ def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
 NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it
 PAUSE_MARGIN = 1.3  # the padded gap: this much over the gap's measured parts
 DEFERRED_BYTES = 2 << 30  # re-checked outputs kept for comparison after the last window, at most (else compared at once)
+RUNNER_NULL_WINDOWS = 12  # the runner's null windows that bound a candidate's null base (each after the
+# candidate's gap, ~50 ms on the VM: 34 of them added 1.8 s to a CPU evaluation, ~5 min to CI's suite)
 TIMING_ATTEMPTS = 2  # a timing that looks like skipped work is taken again once: a claim needs both
 
 
@@ -408,11 +410,11 @@ class CandidateCalls:
         return True
 
     def cap_null_base(self, timing: Any, pause_s: float) -> None:
-        """The baseline runner's null windows, as many as the candidate's and with its gap, bound the
-        candidate's null base (kag.core.eval.judge_timing.null_base_cap)."""
+        """The baseline runner's null windows (``RUNNER_NULL_WINDOWS`` at most), each after the candidate's
+        gap, bound the candidate's null base (kag.core.eval.judge_timing.null_base_cap)."""
         from kag.core.eval.judge_timing import median, null_base_cap
 
-        runner_null = self.runner_null_windows(len(timing.null_s), pause_s)
+        runner_null = self.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
         cap = null_base_cap(runner_null)
         if cap is None:
             return
