@@ -240,9 +240,9 @@ class Harness:
 
         self.describer = OutputDescriber()  # GPU: where a window's outputs are, for the judge to read
         self.baseline_calls = False  # the runner: calls run the task's Model, not ModelNew
-        # where a window's time goes on this process's clock, summed over the calls since the observer
-        # started: inside forward, the rest of a call, and from an answer to the next call's ring
-        # (the handshake). A report for the calibration, never a measurement the judge relies on.
+        # where each call's time goes on this process's clock, since the observer started: inside
+        # forward, the rest of the call, and from the last call's return to this one's ring (the
+        # handshake). A report for the calibration (path_report), never a measurement the judge relies on.
         self.path: list[tuple[float, float, float]] = []  # (forward, the rest, between; -1: a window's first)
         self.left = 0.0  # when the last call returned
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Iterable
+from typing import BinaryIO, Iterable
 
 DYNAMIC_LOADER = frozenset({"dlsym", "dlvsym", "dlopen", "dlmopen", "dl_iterate_phdr", "dladdr", "dladdr1", "dlinfo",
                             "_dl_sym", "_dl_vsym", "__libc_dlsym", "__libc_dlopen_mode"})
@@ -124,20 +124,26 @@ def why_refused(symbol: str, allow_cublas: bool = True, allow_cudnn: bool = True
     return None
 
 
+def _section_table(f: BinaryIO, path: str) -> tuple[list[tuple], int]:
+    """The section headers of the 64-bit little-endian ELF file open as ``f``, and the index of the
+    section names' table. Raises ValueError when it is not such a file."""
+    head = f.read(64)
+    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+        raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", head, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+    f.seek(shoff)
+    table = f.read(shentsize * shnum)
+    return [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)], shstrndx
+
+
 def dynamic_symbols(path: str, full: bool = False) -> list[tuple[bytes, int, int, int, int]]:
     """(name, st_info, st_shndx, st_value, st_size) of each entry of a 64-bit little-endian ELF file's
     ``.dynsym`` (and, with ``full``, its ``.symtab``, where a library keeps it: the functions it does
     not export), read by seeking (PyTorch's libraries are hundreds of megabytes). Raises ValueError
     when ``path`` is not such a file, OSError when it cannot be read."""
     with open(path, "rb") as f:
-        head = f.read(64)
-        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-            raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
-        shoff, = struct.unpack_from("<Q", head, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-        f.seek(shoff)
-        table = f.read(shentsize * shnum)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
+        sections, _ = _section_table(f, path)
         out = []
         for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
             if sh_type not in ((11, 2) if full else (11,)) or link >= len(sections):  # SHT_DYNSYM, SHT_SYMTAB
@@ -157,23 +163,13 @@ def plt_sections(path: str) -> list[tuple[int, int]]:
     """(start, end) addresses of a 64-bit little-endian ELF file's PLT sections (``.plt``, ``.plt.sec``,
     ``.plt.got``): stubs that jump to another function, nothing else. Raises as ``dynamic_symbols``."""
     with open(path, "rb") as f:
-        head = f.read(64)
-        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-            raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
-        shoff, = struct.unpack_from("<Q", head, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
-        f.seek(shoff)
-        table = f.read(shentsize * shnum)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
+        sections, shstrndx = _section_table(f, path)
         if shstrndx >= len(sections):
             return []
         f.seek(sections[shstrndx][4])
         names = f.read(sections[shstrndx][5])
-    out = []
-    for name, _type, _flags, addr, _offset, size, *_ in sections:
-        if names[name:names.find(b"\0", name)] in (b".plt", b".plt.sec", b".plt.got") and size:
-            out.append((addr, addr + size))
-    return out
+    return [(addr, addr + size) for name, _type, _flags, addr, _offset, size, *_ in sections
+            if size and names[name:names.find(b"\0", name)] in (b".plt", b".plt.sec", b".plt.got")]
 
 
 def undefined_symbols(path: str) -> list[str]:
