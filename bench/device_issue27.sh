@@ -28,6 +28,11 @@
 #              them, bare, under a CPU-only profiler and under kag's observer (gpu_probe_small_path.py)
 #   dma        the fatbin wall against a GPU copy into its pages (cudaHostRegister read-only, then a
 #              device-to-host copy, a mapped alias and a kernel write; bench/scripts/wall_attack/gpu)
+#   shortend   a short window's end out of its time: the window protocol's tests and the two corpus cases that
+#              pad short windows' ends (tests/adversarial/test_gpu_cases.py), static guards off
+#   oldtree    the same two cases on the code before (a tree in .old, carried: `git archive <commit>` plus
+#              the cases), to show what the attack bought there
+#   nullcap    a GPU null base bounded by the runner's (13 GB a call: windows of one call), honest and padded
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
 source bench/device_env.sh
 for stage in "$@"; do
@@ -115,6 +120,19 @@ EOF
     compileprobe)
       step "torch.compile's spread in one process: bare, under the profiler, with ranges"
       timeout 300 python3 bench/scripts/gpu_probe_compile_spread.py --out "$OUT" 2>&1 | tee "$OUT/compileprobe.log" | cut -c1-400 ;;
+    shortend)
+      step "a short window's end, untimed: protocol tests and the padded-end cases"
+      timeout "${SHORT_TIMEOUT:-300}" python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_windows.py \
+        tests/adversarial/test_gpu_cases.py 2>&1 | tee "$OUT/shortend.log" | tail -15 ;;
+    oldtree)
+      step "the padded-end cases on the code before (.old)"
+      mkdir -p "$OUT/oldtree" && (cd .old && export PYTHONPATH="$PWD" OUT="$OUT/oldtree" KAG_CACHE_DIR=/tmp/kag-cache-old && timeout "${OLD_TIMEOUT:-240}" python3 bench/adversarial.py --jobs 2 \
+        --no-static-guards --only pad_short_windows_python,pad_short_windows_kernel 2>&1 \
+        | tee "$OUT/oldtree.log" | cut -c1-300) ;;
+    nullcap)
+      step "a GPU null base bounded by the runner's (13 GB a call)"
+      timeout "${NULLCAP_TIMEOUT:-400}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+        -k null_base 2>&1 | tee "$OUT/nullcap.log" | tail -12 ;;
     smallpath)
       step "a small kernel's window: eager and candidate, bare and observed"
       timeout "${SMALL_TIMEOUT:-300}" python3 bench/scripts/gpu_probe_small_path.py ${SMALL_ARGS:-} --out "$OUT" 2>&1 \

@@ -166,9 +166,15 @@ ATTACKS: list[Case] = [
     *_attack("lazy_output_harness", BOTH, "mismatch", "", timed=True, family="skipped work"),
     # -- the base: where a window holds one call (the CPU) a call's time is its window less the median
     # null window, an op of its own the solution can tell and pad; the runner's null windows bound it
-    # (one route so far, not a family of three: C++ and GPU routes not written; its sources use gc, which
-    # the static guards refuse: tests/adversarial/test_cpu_cases.py times it with them off)
+    # (one route, not a family of three: no C++ route written; its sources use gc, which the static
+    # guards refuse: tests/adversarial/test_cpu_cases.py times it with them off)
     *_attack("pad_null_windows_python", ("cpu",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("same",)),
+    # a short window's end, where the child learns the window's size: padded there, long less short reads
+    # fast; a short window's time ends at its last call's answer (CPU padding, and a GPU kernel of its own)
+    *_attack("pad_short_windows_python", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("same",)),
+    *_attack("pad_short_windows_kernel", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("same",)),
     # -- spotting the watched call: every call looks alike (the profiler is on for all, and with
     # torch's all-threads profiling none looks watched), so the fallback runs on none or on all, seen

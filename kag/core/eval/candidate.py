@@ -21,7 +21,9 @@ word, then where its outputs are) or, for messages, on the control channel:
   a run of ``OP_CALL``s ended by ``OP_END``: the candidate learns how many calls a window has only
   when it ends. A correctness check, a warm-up call and a timed call are all calls of some window:
   nothing tells them apart.
-- ``OP_END``: synchronise the device and ring done with where the window's outputs are.
+- ``OP_END``: synchronise the device and ring done with where the window's outputs are. The judge
+  rings a short window's end only after it stopped the child at the last call's answer and took the
+  window's time (kag.core.eval.candidate_process ``window``): the end is where a window's size shows.
 On a GPU machine the calls after a window's first, and its end, are rung through a word of memory
 shared with the judge (the ``bell``), which both sides poll: a pipe's round trip (10-20 us) made a
 20 us kernel's call CPU-bound. The end's answer, with its tail, goes through the pipe.

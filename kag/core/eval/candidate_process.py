@@ -128,6 +128,7 @@ class CandidateProcess:
         self.spin = False  # poll for done (a GPU machine has cores to spare) instead of sleeping
         self.probe: Callable[[float], None] | None = None  # the judge's GPU-idle probe
         self.tail = b""  # the last answer's tail: where a window's outputs are
+        self.end_s = 0.0  # the last timed window's end: its time, the calls' work done (``window``)
         self._mem: int | None = None
 
     # -- process state --------------------------------------------------------------------------
@@ -302,12 +303,19 @@ class CandidateProcess:
                 raise self._closed(f"during {phase}")
 
     def window(self, calls: int, timeout_s: float, phase: str, null: bool = False,
-               sampler: Callable[[], float | None] | None = None) -> float:
+               sampler: Callable[[], float | None] | None = None, end_timed: bool = True) -> float:
         """``calls`` calls of forward back to back (or the null path), resumed before and stopped
         after; returns the window in seconds on the judge's clock: from the first doorbell to the
         end's reply and the stop, and on a GPU to the moment the judge's probe sees the GPU idle (the
         work it left queued). Each call is rung on its own, and the end after the last, so the
-        candidate learns a window's size only when it ends. ``sampler``: see ``wait_done``."""
+        candidate learns a window's size only when it ends. ``sampler``: see ``wait_done``.
+
+        On a GPU the child is stopped at its last call's answer and the work it queued waited out
+        before its end is rung (resumed again), so the end's own time (``end_s``, from there to the
+        window's end) holds no work of the calls. ``end_timed=False`` (a short window): the window
+        ends there, and its end is rung after, untimed. The end is where the child learns how many
+        calls its window had; timed, it could delay short windows' ends only and shrink the
+        long-minus-short difference (kag.core.eval.judge_timing ``WindowTiming.base_s``)."""
         self.resume()
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout_s
@@ -317,18 +325,41 @@ class CandidateProcess:
             self.wait_bell(first, deadline, phase, sampler, timeout_s)
             for j in range(1, calls):
                 self.wait_bell(self.ring_bell(OP_CALL, j), deadline, phase, sampler, timeout_s)
-            self.wait_done(self.ring_bell(OP_END), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
         else:
             self.wait_done(first, max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
             for j in range(1, calls):
                 self.wait_done(self.ring(OP_CALL, j), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
-            self.wait_done(self.ring(OP_END), max(0.0, deadline - time.monotonic()), phase, sampler, timeout_s)
-        self.stop(confirm=False)  # first: nothing can be launched after the answer
+        if end_timed and self.probe is None:  # the CPU: nothing queued, the end follows at once
+            ended = time.perf_counter()
+            self.end_window(deadline, phase, sampler, timeout_s)
+            self.stop(confirm=False)
+            window = time.perf_counter() - t0
+            self.end_s = time.perf_counter() - ended
+            self.stop()
+            return window
+        self.stop(confirm=False)  # at the last answer: nothing is launched after it
         if self.probe is not None:
             self.probe(timeout_s)
+        drained = time.perf_counter()
+        self.stop()
+        self.resume()
+        if not end_timed:
+            self.end_window(deadline, phase, None, timeout_s)
+            self.stop()
+            return drained - t0
+        self.end_window(deadline, phase, sampler, timeout_s)
+        self.stop(confirm=False)
+        self.probe(timeout_s)  # what the end launched
         window = time.perf_counter() - t0
+        self.end_s = time.perf_counter() - drained
         self.stop()
         return window
+
+    def end_window(self, deadline: float, phase: str, sampler: Callable[[], float | None] | None,
+                   limit_s: float) -> None:
+        """Ring a window's end and wait for its answer (the tail: where its outputs are)."""
+        word = self.ring_bell(OP_END) if self.fast else self.ring(OP_END)
+        self.wait_done(word, max(0.0, deadline - time.monotonic()), phase, sampler, limit_s)
 
     def exchange(self, msg: tuple, timeout_s: float, phase: str, expect: str | None = None,
                  stop: bool = True) -> tuple[tuple, float]:

@@ -77,7 +77,7 @@ def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
     return {"calls_per_window": timing.calls, "calls_per_short_window": timing.short_calls,
             "windows": {k: plan.order.count(k) for k in sorted(set(plan.order))},
             "window_ms": median_ms(timing.timed_s), "short_window_ms": median_ms(timing.short_s),
-            "null_window_ms": median_ms(timing.null_s)}
+            "null_window_ms": median_ms(timing.null_s), "window_end_ms": median_ms(timing.end_s)}
 
 
 NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it
@@ -403,8 +403,8 @@ class CandidateCalls:
         self.report.durations_s["timing"] = round(time.perf_counter() - start, 3)
         if timing.failed or not self.verify_pending(timing):
             return False
-        if timing.null_s and not timing.short_s and not self.cuda:  # a base the candidate can tell and pad:
-            self.cap_null_base(timing, pause)  # capped by the runner's (on a GPU not yet: its runner's start costs)
+        if timing.null_s and not timing.short_s:  # a base the candidate can tell and pad: capped by the runner's
+            self.cap_null_base(timing, pause)
         self.record_timing(timing, plan, pause)
         mark("judge", "timed windows done")
         return True

@@ -16,7 +16,7 @@ it runs only the task's own code).
 
 Two window sizes, ``calls`` and ``short_calls`` (half as many), are interleaved in a secret order,
 and a call's time is the difference of their median windows over the difference of their calls.
-Everything a window pays once cancels: the resume, the doorbells' first round, the GPU switching
+Everything a window pays once cancels (but its end: see below): the resume, the doorbells' first round, the GPU switching
 from the judge's context to the child's and back, and the first call's cold start (a resumed
 process's caches and its profiler's buffers: 0.15 to 0.8 ms on an H200, more than a 20 us kernel
 many times over). The child cannot tell a short window from a long one until it ends (each call is
@@ -43,9 +43,12 @@ What a window cannot see, and what covers it:
 - A cluster of windows far faster than the windows whose outputs were verified is a violation
   (``skipped_work``); the candidate's own clock is a cross-check only (``cross_check``).
 - A padded base: the child can tell a null window (``OP_NULL``, the base where a window holds one
-  call) and delay it; on the CPU the base counts at most the baseline runner's null windows, with a
-  margin (``null_base_cap``). Not covered yet: the same on a GPU, and a short window's end (the child
-  counts a window's calls when its end is rung, so it could delay short windows' ends only). A call is
+  call) and delay it; its null base counts at most the baseline runner's null windows, with a margin
+  (``null_base_cap``). It learns a window's size at its end, so a short window's time ends at its last
+  call's answer (the child stopped there, its queued GPU work waited out) and its end is rung after,
+  untimed; a long window's end stays in its time and half of it joins the base (``base_s``), so work
+  put off into an end buys nothing and a padded end costs. Honest calls carry their end (where the
+  outputs are: ``window_end_ms`` in the calibration) over ``K`` calls, on both sides alike. A call is
   answered only once it returned, so no call knows it is the last while it runs
   (kag.core.eval.candidate).
 """
@@ -177,6 +180,7 @@ class WindowTiming:
     timed_s: list[float] = attrs.field(factory=list)
     short_s: list[float] = attrs.field(factory=list)
     null_s: list[float] = attrs.field(factory=list)
+    end_s: list[float] = attrs.field(factory=list)  # long windows' ends, from ring to answer (in ``timed_s``)
     sampled_s: list[float] = attrs.field(factory=list)  # sampled windows, less the time their stops took
     verified: list[int] = attrs.field(factory=list)
     failed: bool = False  # a compared output was wrong: the timing stopped there
@@ -189,18 +193,26 @@ class WindowTiming:
             return self.short_s, self.calls - self.short_calls
         return self.null_s, self.calls
 
-    @property
-    def path_s(self) -> float:
-        """The median of the windows a long one is compared with."""
-        return median(self.base[0])
+    def base_s(self) -> float:
+        """The base of a long window: the short windows' median plus half the long windows' end, else
+        the null windows' median (at most ``base_cap_s``). A short window's time stops at its last
+        call's answer (its end shows its size: kag.core.eval.candidate_process ``window``); a long one
+        holds its end ``E``. Half of ``E`` makes work put off into an end neither cheaper nor dearer:
+        a share ``f`` of every call's work done at the end instead leaves long less base at ``K/2``
+        calls' work plus half the end's own cost (``E/K`` a call, both sides alike), and padding a long
+        end by ``P`` adds ``P/K`` a call."""
+        windows, _ = self.base
+        base = median(windows)
+        if windows is self.short_s and self.end_s:
+            return base + median(self.end_s) / 2
+        if self.base_cap_s is not None and windows is self.null_s:
+            return min(base, self.base_cap_s)
+        return base
 
     def per_call_s(self) -> list[float]:
-        """Each long window's time per call, less the base (the short windows' median, else the
-        null windows')."""
-        windows, span = self.base
-        base = median(windows)
-        if self.base_cap_s is not None and windows is self.null_s:
-            base = min(base, self.base_cap_s)
+        """Each long window's time per call, less the base (``base_s``)."""
+        _, span = self.base
+        base = self.base_s()
         return [max(w - base, 0.0) / span for w in self.timed_s]
 
     def resolution_s(self) -> float:
@@ -308,8 +320,8 @@ def warm_per_call_s(timing: WindowTiming) -> float:
     """A call's time from ``estimate_plan``'s windows (the last long window's share of its calls,
     an overestimate, when noise puts the base above it)."""
     last = timing.timed_s[-1]
-    windows, span = timing.base
-    diff = last - median(windows)
+    _, span = timing.base
+    diff = last - timing.base_s()
     return diff / span if diff > 0 else last / max(timing.calls, 1)
 
 

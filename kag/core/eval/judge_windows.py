@@ -2,7 +2,8 @@
 
 Trusted side. For each window of a ``Plan`` (kag.core.eval.judge_timing): fresh inputs into the
 child's staged sets (each call of the window its own seed, a keyed hash the child cannot invert),
-the cache flushed, the GPU idle, then the window on the judge's clock. ``after`` runs between
+the cache flushed, the GPU idle, then the window on the judge's clock (a short window's without its
+end: kag.core.eval.candidate_process ``window``). ``after`` runs between
 windows (the candidate's secret re-checks and poisoning); ``pause_s`` makes every gap between two
 windows, as the child's own clock sees it, the same length whatever ``after`` did, so a pause
 tells the child nothing about which of its calls were compared.
@@ -50,12 +51,14 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
         if left <= 0:
             raise CandidateFailure("timeout", f"{phase} did not finish within its time limit")
         stops = sampler(calls, timing) if (kind == "sampled" and sampler is not None) else None
-        window = proc.window(calls, left, phase, null=(kind == "null"), sampler=stops)
+        # a short window ends at its last call's answer: its end, where the child learns its size, is untimed
+        window = proc.window(calls, left, phase, null=(kind == "null"), sampler=stops, end_timed=(kind != "short"))
         last_end = time.perf_counter()
         if stops is not None:
             timing.sampled_s.append(max(0.0, window - stops.stopped_s))
         if kind == "timed":
             timing.timed_s.append(window)
+            timing.end_s.append(proc.end_s)
         elif kind == "null":
             timing.null_s.append(window)
         elif kind == "short":

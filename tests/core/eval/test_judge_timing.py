@@ -231,3 +231,25 @@ def test_a_null_base_counts_at_most_the_runners_and_only_where_it_is_the_base():
     short = WindowTiming(calls=8, short_calls=4, timed_s=[2e-3] * 5, short_s=[1.5e-3] * 5, null_s=[1e-3] * 5,
                          base_cap_s=1e-6)
     assert short.per_call_s()[0] == pytest.approx(0.5e-3 / 4)  # short windows are the base: no cap
+
+
+def test_half_the_long_windows_end_joins_the_base_so_deferred_work_buys_nothing_and_padding_costs():
+    """A short window's time stops at its last call's answer, a long one holds its end ``E``. With
+    ``K`` calls of ``c`` each, a base ``b`` and an end of ``e``: honest, a call reads ``c + e/K``;
+    a solution that puts a share of every call's work off into the end reads the same; one that pads
+    its long windows' ends reads slower."""
+    K, c, b, e = 100, 20e-6, 300e-6, 50e-6
+
+    def timing(f: float = 0.0, pad: float = 0.0) -> WindowTiming:
+        long_end = f * K * c + e + pad
+        return WindowTiming(calls=K, short_calls=K // 2, timed_s=[b + (1 - f) * K * c + long_end] * 9,
+                            short_s=[b + (1 - f) * K // 2 * c] * 9, end_s=[long_end] * 9)
+
+    honest = timing().per_call_s()[0]
+    assert honest == pytest.approx(c + e / K)
+    assert timing(f=0.5).per_call_s()[0] == pytest.approx(honest)
+    assert timing(f=1.0).per_call_s()[0] == pytest.approx(honest)
+    assert timing(pad=1e-3).per_call_s()[0] == pytest.approx(honest + 1e-3 / K)
+    # without the end's half in the base, the end would be charged twice over half the calls
+    assert WindowTiming(calls=K, short_calls=K // 2, timed_s=[b + K * c + e] * 9,
+                        short_s=[b + K // 2 * c] * 9).per_call_s()[0] == pytest.approx(c + 2 * e / K)

@@ -33,12 +33,12 @@ def get_init_inputs():
 '''
 
 
-def _runner(bell: bool) -> CandidateProcess:
+def _runner(bell: bool, task: str = TASK) -> CandidateProcess:
     child = CandidateProcess(None, None)
     child.fast = bell
     child.exchange(("prepare", {"device": "cpu", "env": {}, "seccomp": False, "wall": None, "bell": bell}), 60,
                    "prepare", expect="prepared")
-    spec = CandidateSpec(task_code=TASK, task_path="<task>", init_seed=0, model_new_path="")
+    spec = CandidateSpec(task_code=task, task_path="<task>", init_seed=0, model_new_path="")
     child.exchange(("baseline", {"spec": to_dict(spec), "name": "eager", "mode": "default"}), 60, "baseline",
                    expect="baseline")
     return child
@@ -137,5 +137,55 @@ def test_through_the_bell_no_call_is_rung_before_the_last_one_returned():
         path = path_account({**reply[1], "note": "x" * 100, "between": float("nan")})
         assert set(path) == {"forward", "harness", "calls"} and path["calls"] == 4
         assert 20_000 <= path["forward"] < 1_000_000 and path["harness"] < path["forward"]
+    finally:
+        child.close()
+
+
+PADDING_TASK = TASK.replace("class Model", '''import gc
+import time
+
+SEEN = [0]
+
+
+def _pad_short_ends():
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Harness":
+            original = obj.end
+
+            def padded(word, _original=original, _harness=obj):
+                calls = len(_harness.outputs)
+                SEEN[0] = max(SEEN[0], calls)
+                if 0 < calls < SEEN[0]:  # a short window: it shows at the end
+                    time.sleep(0.05)
+                _original(word)
+
+            obj.end = padded
+            return
+
+
+class Model''').replace("    def forward(self, x):", '''    def __init__(self):
+        super().__init__()
+        _pad_short_ends()
+
+    def forward(self, x):''')
+
+
+@pytest.mark.parametrize("bell", [False, True], ids=["pipe", "bell"])
+def test_a_short_window_ends_at_its_last_answer_so_its_end_cannot_be_padded(bell):
+    """The child counts a window's calls when its end is rung, so with the end in its time it could
+    delay short windows only (long less short then reads fast). A short window's time ends at its last
+    call's answer and its end is rung after, untimed; the long windows keep theirs."""
+    child = _runner(bell, PADDING_TASK)
+    try:
+        child.exchange(("buffers", {"count": 4, "descr": {"seq": "list", "items": [
+            {"shape": [4, 8], "stride": [8, 1], "dtype": "float32", "device": "cpu"}]}}), 60, "buffers",
+            expect="buffers")
+        assert child.window(4, 30, "long") < 0.05
+        assert child.window(2, 30, "short, its end timed", end_timed=True) >= 0.05  # the attack works there
+        assert child.end_s >= 0.05
+        short = child.window(2, 30, "short", end_timed=False)
+        assert short < 0.05 and child.stopped
+        assert COUNT.unpack_from(child.tail, 0)[0] == 2  # the end was rung all the same: its outputs are known
+        assert child.window(4, 30, "long again") < 0.05
     finally:
         child.close()
