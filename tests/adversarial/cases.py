@@ -176,6 +176,16 @@ ATTACKS: list[Case] = [
              also=(("slow", ""),), without_static=("same",)),
     *_attack("pad_short_windows_kernel", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("same",)),
+    # found by an independent attacker against the design above (each wraps the harness, found with gc):
+    # a pad after every call that only the next call cancels (a short window's last one stands), work of
+    # a long window's second half (index >= K/2: it must be long) put off into its end, and a short
+    # window told by the staged sets it leaves stale
+    *_attack("cancelled_tail_pad", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("fail", "same")),
+    *_attack("defer_into_long_end", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("fail", "same")),
+    *_attack("stale_set_oracle", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("fail", "same")),
     # -- spotting the watched call: every call looks alike (the profiler is on for all, and with
     # torch's all-threads profiling none looks watched), so the fallback runs on none or on all, seen
     *_attack("spot_hooks_python", BOTH, "no-torch-fallback", "aten::", timed=True, forbid_output="FALLBACK-TAKEN",

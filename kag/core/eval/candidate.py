@@ -323,6 +323,7 @@ class Harness:
         """A null window's call: the last window's outputs dropped, the harness's fill kernel (outside
         the range: not an op of forward) and an empty range, answered as a call is."""
         self.outputs = []
+        self.describer.clear()
         if self.null_work is not None:
             self.null_work.fill_(1.0)
         with self.observer.null_range() if self.observer else _null():
@@ -339,6 +340,7 @@ class Harness:
             raise RuntimeError(f"protocol: call {index} of a window but {len(self.sets)} input sets")
         if index == 0:
             self.outputs = []
+            self.describer.clear()
             self.window_start = self.clock()
             if self.observer is not None:
                 self.window_mark = self.observer.window_range()
@@ -349,6 +351,10 @@ class Harness:
             out = self.forward(*self.sets[index])
             returned = self.clock()
             self.outputs.append(plain_output(out, self.device == "cpu"))
+        if self.device != "cpu":  # where the output is: described as it returns, not in the end's time
+            from kag.core.eval.guarding import iter_tensors
+
+            self.describer.add(iter_tensors(self.outputs[-1]))
         self.answer(word)
         left = self.clock()
         if len(self.path) < PATH_SAMPLES:
@@ -372,8 +378,6 @@ class Harness:
     def end(self, word: bytes) -> None:
         """The end of a window: synchronise, ring done with where its outputs are (CPU: addresses;
         GPU: allocations and offsets, kag.core.eval.gpu_outputs)."""
-        from kag.core.eval.guarding import iter_tensors
-
         self.synchronize()
         if self.window_mark is not None:
             self.window_mark.__exit__(None, None, None)
@@ -383,7 +387,7 @@ class Harness:
         if self.device == "cpu":
             where = extents(self.outputs)
         else:
-            where = self.describer.describe(t for out in self.outputs for t in iter_tensors(out))
+            where = self.describer.take()  # each call described its output as it returned
         self.ring_done(word + tail(where))
 
     def handle(self, op: str, arg: Any) -> bool | None:
@@ -396,6 +400,7 @@ class Harness:
             self.observations = None
             self.model = self.forward = None
             self.outputs, self.sets = [], []
+            self.describer.clear()
             self.own_times.clear()
             _free_device(self.device)
             self.send(("dropped", self.path_report()))

@@ -91,7 +91,9 @@ class OutputDescriber:
     def __init__(self) -> None:
         self.api: CudaApi | None = None
         self.known: dict[int, tuple[int, int]] = {}  # allocation base -> (index, size)
-        self.bases: list[int] = []  # the known bases, sorted (a window's end looks each output up in them)
+        self.bases: list[int] = []  # the known bases, sorted (each output is looked up in them)
+        self.entries: list[bytes] = []  # the window's outputs so far (``add``)
+        self.fresh: list[bytes] = []  # ... and the allocations they brought that the judge has not seen
 
     def find(self, ptr: int) -> int | None:
         """The known allocation holding ``ptr``: a bisection (a linear search over a few hundred
@@ -103,14 +105,15 @@ class OutputDescriber:
                 return base
         return None
 
-    def describe(self, tensors: Iterable[Any]) -> bytes:
-        """COUNT + entries, then COUNT + the allocations new to the judge (with their handles)."""
+    def add(self, tensors: Iterable[Any]) -> None:
+        """Entries for one call's output tensors, kept for the window's end (each call describes its
+        own output as it returns: at the end, 384 outputs took 2.4 ms on an H100, all of it in the end's
+        time)."""
         if self.api is None:
             self.api = CudaApi()
-        entries, fresh = [], []
         for t in tensors:
             if t.device.type != "cuda" or t.dim() > MAX_DIMS or t.numel() == 0:
-                entries.append(ENTRY.pack(UNREADABLE, 0, 0, *([0] * MAX_DIMS)))
+                self.entries.append(ENTRY.pack(UNREADABLE, 0, 0, *([0] * MAX_DIMS)))
                 continue
             ptr = t.data_ptr()
             base = self.find(ptr)
@@ -119,11 +122,28 @@ class OutputDescriber:
                 index = len(self.known)
                 self.known[base] = (index, size)
                 bisect.insort(self.bases, base)
-                fresh.append(SEGMENT.pack(index, size, self.api.ipc_handle(base)))
+                self.fresh.append(SEGMENT.pack(index, size, self.api.ipc_handle(base)))
             index, _ = self.known[base]
             strides = list(t.stride()) + [0] * (MAX_DIMS - t.dim())
-            entries.append(ENTRY.pack(index, t.dim(), ptr - base, *strides))
-        return COUNT.pack(len(entries)) + b"".join(entries) + COUNT.pack(len(fresh)) + b"".join(fresh)
+            self.entries.append(ENTRY.pack(index, t.dim(), ptr - base, *strides))
+
+    def clear(self) -> None:
+        """A new window: the entries so far belong to the last one."""
+        self.entries, self.fresh = [], []
+
+    def take(self) -> bytes:
+        """COUNT + the entries added since ``clear``, then COUNT + the allocations new to the judge
+        (with their handles)."""
+        out = (COUNT.pack(len(self.entries)) + b"".join(self.entries) + COUNT.pack(len(self.fresh))
+               + b"".join(self.fresh))
+        self.clear()
+        return out
+
+    def describe(self, tensors: Iterable[Any]) -> bytes:
+        """``add`` then ``take``: the entries of ``tensors`` alone."""
+        self.clear()
+        self.add(tensors)
+        return self.take()
 
 
 def parse(tail: bytes) -> tuple[list[tuple[int, int, int, tuple[int, ...]]], list[tuple[int, int, bytes]]]:

@@ -46,9 +46,11 @@ What a window cannot see, and what covers it:
   call) and delay it; its null base counts at most the baseline runner's null windows, with a margin
   (``null_base_cap``). It learns a window's size at its end, so a short window's time ends at its last
   call's answer (the child stopped there, its queued GPU work waited out) and its end is rung after,
-  untimed; a long window's end stays in its time and half of it joins the base (``base_s``), so work
-  put off into an end buys nothing and a padded end costs. Honest calls carry their end (where the
-  outputs are: ``window_end_ms`` in the calibration) over ``K`` calls, on both sides alike. A call is
+  untimed; a long window's end stays in its time (``base_s``), so work put off into an end buys
+  nothing and a padded end costs. Honest calls carry their end (``window_end_ms`` in the calibration)
+  over ``K/2`` calls, on both sides alike. The child could tell a short window by the staged sets it
+  left stale (tests/adversarial: stale_set_oracle, 1.39x eager, reward 2): every set is refilled
+  before every window (kag.core.eval.judge_windows). A call is
   answered only once it returned, so no call knows it is the last while it runs
   (kag.core.eval.candidate).
 """
@@ -194,17 +196,16 @@ class WindowTiming:
         return self.null_s, self.calls
 
     def base_s(self) -> float:
-        """The base of a long window: the short windows' median plus half the long windows' end, else
-        the null windows' median (at most ``base_cap_s``). A short window's time stops at its last
-        call's answer (its end shows its size: kag.core.eval.candidate_process ``window``); a long one
-        holds its end ``E``. Half of ``E`` makes work put off into an end neither cheaper nor dearer:
-        a share ``f`` of every call's work done at the end instead leaves long less base at ``K/2``
-        calls' work plus half the end's own cost (``E/K`` a call, both sides alike), and padding a long
-        end by ``P`` adds ``P/K`` a call."""
+        """The base of a long window: the short windows' median, else the null windows' median (at most
+        ``base_cap_s``). A short window's time stops at its last call's answer (its end shows its size:
+        kag.core.eval.candidate_process ``window``); a long one holds its end ``E``, all of it: with
+        ``K`` calls of ``c``, a call reads ``c + 2E/K``. Work put off into a long window's end is
+        charged there in full, so it buys nothing even where the child knows its window is long (a call
+        of index ``K/2`` or more); half of ``E`` in the base, tried first, let such a solution charge
+        half of its second half's work (tests/adversarial: defer_into_long_end). Each call describes
+        its own output, so ``E`` holds no work that grows with ``K`` (a synchronisation, the answer)."""
         windows, _ = self.base
         base = median(windows)
-        if windows is self.short_s and self.end_s:
-            return base + median(self.end_s) / 2
         if self.base_cap_s is not None and windows is self.null_s:
             return min(base, self.base_cap_s)
         return base

@@ -1,7 +1,7 @@
 """The judge's loop over a plan of windows, one loop for the candidate and the baseline runner.
 
-Trusted side. For each window of a ``Plan`` (kag.core.eval.judge_timing): fresh inputs into the
-child's staged sets (each call of the window its own seed, a keyed hash the child cannot invert),
+Trusted side. For each window of a ``Plan`` (kag.core.eval.judge_timing): fresh inputs into every
+one of the child's staged sets (each its own seed, a keyed hash the child cannot invert),
 the cache flushed, the GPU idle, then the window on the judge's clock (a short window's without its
 end: kag.core.eval.candidate_process ``window``). ``after`` runs between
 windows (the candidate's secret re-checks and poisoning); ``pause_s`` makes every gap between two
@@ -38,10 +38,12 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
     for kind in plan.order:
         calls = plan.calls_of(kind)
         seeds = []
-        for j in range(calls):
-            seeds.append(judge.derived_seed(purpose, counter[0]))
-            counter[0] += 1
-            judge.fill(sets[j], judge.make_inputs(seeds[-1]))
+        for j in range(max(calls, len(sets)) if calls else 0):  # every set, used or not: one left stale
+            seed = judge.derived_seed(purpose, counter[0])  # told the child its window was short
+            counter[0] += 1  # (tests/adversarial: stale_set_oracle). A null window runs none: it is told by its op
+            if j < calls:
+                seeds.append(seed)
+            judge.fill(sets[j], judge.make_inputs(seed))
         judge.settle()
         if last_end is not None and pause_s > 0:  # the same gap after every window
             wait = last_end + pause_s - time.perf_counter()

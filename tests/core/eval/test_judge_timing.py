@@ -233,23 +233,23 @@ def test_a_null_base_counts_at_most_the_runners_and_only_where_it_is_the_base():
     assert short.per_call_s()[0] == pytest.approx(0.5e-3 / 4)  # short windows are the base: no cap
 
 
-def test_half_the_long_windows_end_joins_the_base_so_deferred_work_buys_nothing_and_padding_costs():
+def test_a_long_windows_end_is_charged_in_full_so_work_put_off_into_it_buys_nothing():
     """A short window's time stops at its last call's answer, a long one holds its end ``E``. With
-    ``K`` calls of ``c`` each, a base ``b`` and an end of ``e``: honest, a call reads ``c + e/K``;
-    a solution that puts a share of every call's work off into the end reads the same; one that pads
-    its long windows' ends reads slower."""
+    ``K`` calls of ``c`` each, a base ``b`` and an end of ``e``: honest, a call reads ``c + 2e/K``; a
+    solution that puts work off into the end, even only in windows it knows are long (calls of index
+    ``K/2`` or more), reads no faster; one that pads its long windows' ends reads slower."""
     K, c, b, e = 100, 20e-6, 300e-6, 50e-6
 
-    def timing(f: float = 0.0, pad: float = 0.0) -> WindowTiming:
-        long_end = f * K * c + e + pad
-        return WindowTiming(calls=K, short_calls=K // 2, timed_s=[b + (1 - f) * K * c + long_end] * 9,
-                            short_s=[b + (1 - f) * K // 2 * c] * 9, end_s=[long_end] * 9)
+    def timing(first_half: float = 0.0, second_half: float = 0.0, pad: float = 0.0) -> WindowTiming:
+        """``first_half``/``second_half``: the share of those calls' work put off into the end."""
+        done_short = (1 - first_half) * K // 2 * c
+        done_long = done_short + (1 - second_half) * K // 2 * c
+        long_end = (K * c - done_long) + e + pad
+        return WindowTiming(calls=K, short_calls=K // 2, timed_s=[b + done_long + long_end] * 9,
+                            short_s=[b + done_short] * 9, end_s=[long_end] * 9)
 
     honest = timing().per_call_s()[0]
-    assert honest == pytest.approx(c + e / K)
-    assert timing(f=0.5).per_call_s()[0] == pytest.approx(honest)
-    assert timing(f=1.0).per_call_s()[0] == pytest.approx(honest)
-    assert timing(pad=1e-3).per_call_s()[0] == pytest.approx(honest + 1e-3 / K)
-    # without the end's half in the base, the end would be charged twice over half the calls
-    assert WindowTiming(calls=K, short_calls=K // 2, timed_s=[b + K * c + e] * 9,
-                        short_s=[b + K // 2 * c] * 9).per_call_s()[0] == pytest.approx(c + 2 * e / K)
+    assert honest == pytest.approx(c + 2 * e / K)
+    for first, second in ((0.5, 0.5), (1.0, 1.0), (0.0, 1.0), (0.0, 0.5)):
+        assert timing(first, second).per_call_s()[0] >= honest * (1 - 1e-9)
+    assert timing(pad=1e-3).per_call_s()[0] == pytest.approx(honest + 2e-3 / K)
