@@ -16,11 +16,12 @@ it runs only the task's own code).
 
 Two window sizes, ``calls`` and ``short_calls`` (half as many), are interleaved in a secret order,
 and a call's time is the difference of their median windows over the difference of their calls.
-Everything a window pays once cancels (but its end: see below): the resume, the doorbells' first round, the GPU switching
-from the judge's context to the child's and back, and the first call's cold start (a resumed
-process's caches and its profiler's buffers: 0.15 to 0.8 ms on an H200, more than a 20 us kernel
-many times over). The child cannot tell a short window from a long one until it ends (each call is
-rung alone), so it cannot make one kind's calls slower than the other's (its end: see below). ``calls`` is chosen per side so that
+Everything a window pays once cancels (but its end: see below): the resume, the doorbells' first
+round, the GPU switching from the judge's context to the child's and back, and the first call's cold
+start (a resumed process's caches and its profiler's buffers: 0.15 to 0.8 ms on an H200, more than a
+20 us kernel many times over). The child cannot tell a short window from a long one until it ends
+(each call is rung alone), so it cannot make one kind's calls slower than the other's (its end: see
+below). ``calls`` is chosen per side so that
 a window holds about ``WINDOW_TARGET_S`` of work, within a memory budget for the staged inputs and
 kept outputs. Where not even two calls fit, windows of one call less interleaved *null windows*
 (the path with nothing of forward in it) are the fallback.
@@ -182,7 +183,7 @@ class WindowTiming:
     timed_s: list[float] = attrs.field(factory=list)
     short_s: list[float] = attrs.field(factory=list)
     null_s: list[float] = attrs.field(factory=list)
-    end_s: list[float] = attrs.field(factory=list)  # long windows' ends, from ring to answer (in ``timed_s``)
+    end_s: list[float] = attrs.field(factory=list)  # long windows' ends: their time after the calls' work
     sampled_s: list[float] = attrs.field(factory=list)  # sampled windows, less the time their stops took
     verified: list[int] = attrs.field(factory=list)
     failed: bool = False  # a compared output was wrong: the timing stopped there
