@@ -5,8 +5,10 @@ one of the child's staged sets (each its own seed, a keyed hash the child cannot
 the cache flushed, the GPU idle, then the window on the judge's clock (a short window's without its
 end: kag.core.eval.candidate_process ``window``). ``after`` runs between
 windows (the candidate's secret re-checks and poisoning); ``pause_s`` makes every gap between two
-windows, as the child's own clock sees it, the same length whatever ``after`` did, so a pause
-tells the child nothing about which of its calls were compared.
+windows, as the child's own clock sees it, the same length whatever ``after`` did. What the gap does
+not hide: the delay from a window's end to its poison request grows with the outputs captured, so
+the child can learn afterwards whether a window was compared (of no use to it then: each call is
+drawn for comparison on its own, in secret, after its window).
 """
 
 from __future__ import annotations
