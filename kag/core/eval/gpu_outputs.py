@@ -139,15 +139,9 @@ class OutputDescriber:
         self.clear()
         return out
 
-    def describe(self, tensors: Iterable[Any]) -> bytes:
-        """``add`` then ``take``: the entries of ``tensors`` alone."""
-        self.clear()
-        self.add(tensors)
-        return self.take()
-
 
 def parse(tail: bytes) -> tuple[list[tuple[int, int, int, tuple[int, ...]]], list[tuple[int, int, bytes]]]:
-    """The judge's reading of ``describe``'s bytes: (index, dims, offset, strides) entries and the
+    """The judge's reading of ``OutputDescriber.take``'s bytes: (index, dims, offset, strides) entries and the
     new allocations (index, size, handle)."""
     (n,) = COUNT.unpack_from(tail, 0)
     pos = COUNT.size
