@@ -27,6 +27,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -59,6 +60,19 @@ def markdown(rows: list[dict], device: str, backend: str) -> str:
         lines.append(f"| {r['case']} | {r.get('family', '')} | {r['expected'].replace('|', '/')} | {got} | "
                      f"{'yes' if r['ok'] else 'NO'} |")
     return "\n".join(lines) + "\n"
+
+
+WINDOW_KEYS = ("calls_per_window", "calls_per_short_window", "window_ms", "short_window_ms", "null_window_ms",
+               "window_end_ms", "intercept_ms")
+
+
+def windows_of(result: Any) -> dict | None:
+    """The windows each side was timed with (from the judge's calibration), where it timed any."""
+    cal = getattr(result, "metadata", {}).get("calibration") if result is not None else None
+    if not cal or "calls_per_window" not in cal:
+        return None
+    sides = {"candidate": cal, **(cal.get("baselines") or {})}
+    return {side: {k: c.get(k) for k in WINDOW_KEYS} for side, c in sides.items()}
 
 
 def write_tables(rows: list[dict], backend: str, static: bool) -> None:
@@ -113,26 +127,28 @@ def main() -> int:
 
     def run_one(case):  # noqa: ANN001, ANN202
         start = time.perf_counter()
+        result = None
         try:
             result = run_case(case, plugins, do_timing=not args.no_timing, static_guards=static)
             ok, got = matches(case, result, static_guards=static), describe(result, case)
         except Exception as exc:  # noqa: BLE001 - the evaluator itself failed: a wrong verdict
             ok, got = False, f"evaluator raised {type(exc).__name__}: {exc}"
-        return case, ok, got, time.perf_counter() - start
+        return case, ok, got, time.perf_counter() - start, windows_of(result)
 
     if backend == "cuda":  # judges started ahead of need, as in an agent episode or kag eval
         from kag.core.eval.judge_process import keep_judges_warm
 
         keep_judges_warm(max(1, args.jobs))
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for case, ok, got, seconds in pool.map(run_one, selected):
+        for case, ok, got, seconds, windows in pool.map(run_one, selected):
             now = used_mb() if args.jobs <= 1 else None
             delta = None if now is None or base is None else round(now - base, 1)
             expected = case.expect + (f" ({case.detail})" if case.detail else "")
             if not static:
                 expected = " or ".join(o if o != "same" else expected for o in case.no_static_outcomes)
             rows.append({"case": case.id, "family": case.family, "expected": expected, "got": got, "ok": ok,
-                         "seconds": round(seconds, 2), "gpu_mem_delta_mb": delta, "honest": case.honest})
+                         "seconds": round(seconds, 2), "gpu_mem_delta_mb": delta, "honest": case.honest,
+                         "windows": windows})
             print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} "
                   f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
             write_tables(rows, backend, static)

@@ -77,7 +77,8 @@ def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
     return {"calls_per_window": timing.calls, "calls_per_short_window": timing.short_calls,
             "windows": {k: plan.order.count(k) for k in sorted(set(plan.order))},
             "window_ms": median_ms(timing.timed_s), "short_window_ms": median_ms(timing.short_s),
-            "null_window_ms": median_ms(timing.null_s), "window_end_ms": median_ms(timing.end_s)}
+            "null_window_ms": median_ms(timing.null_s), "window_end_ms": median_ms(timing.end_s),
+            "intercept_ms": round(timing.intercept_s() * 1e3, 4) if timing.short_s and timing.timed_s else None}
 
 
 NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it

@@ -217,6 +217,12 @@ class WindowTiming:
         base = self.base_s()
         return [max(w - base, 0.0) / span for w in self.timed_s]
 
+    def intercept_s(self) -> float:
+        """What a window of no calls would take by the line through the long and short windows'
+        medians (``2 short - long``): the path's cost per window, and whatever a window's first calls
+        pay more than the rest."""
+        return 2 * median(self.short_s) - median(self.timed_s)
+
     def resolution_s(self) -> float:
         """What the base's own noise is worth per call: one standard error of its median."""
         windows, span = self.base
@@ -312,17 +318,27 @@ class Plan:
 
 
 def estimate_plan(calls: int) -> Plan:
-    """A first estimate of a call's time: a long window (warming up), then a short or a null one and
-    a long one again; the first long window is not counted (``warm_per_call_s``)."""
+    """A first estimate of a call's time: a long window (warming up), then short (or null) and long
+    ones in turn, twice; the first long window is not counted (``warm_per_call_s``)."""
     short = calls // 2 if calls >= 2 else 0
-    return Plan(calls=calls, order=["timed", "short" if short else "null", "timed"], short_calls=short)
+    base = "short" if short else "null"
+    return Plan(calls=calls, order=["timed", base, "timed", base, "timed"], short_calls=short)
 
 
 def warm_per_call_s(timing: WindowTiming) -> float:
-    """A call's time from ``estimate_plan``'s windows (the last long window's share of its calls,
-    an overestimate, when noise puts the base above it)."""
-    last = timing.timed_s[-1]
-    _, span = timing.base
+    """A call's time from ``estimate_plan``'s windows, for sizing the timed ones: the long windows
+    after the first, each less its end, over the base (an overestimate, a long window's share of its
+    calls, when noise puts the base above them). A long window's end is not a call's work: charged to
+    the 2 or 3 calls of the estimate's small windows, the end (0.2-0.4 ms on an H100) made a 24 us
+    kernel look like 0.1 ms, and its windows were sized for that (relu's eager got windows of 7
+    calls against the candidate's 384 and read +25% against CUPTI; diag_matmul's candidate got 34-191
+    calls from one evaluation to the next: bench/results/2026-11-27-short-end)."""
+    longs = timing.timed_s[1:] or timing.timed_s
+    ends = timing.end_s[1:] if len(timing.end_s) == len(timing.timed_s) and len(timing.timed_s) > 1 else []
+    windows, span = timing.base
+    if windows is timing.short_s and len(ends) == len(longs):  # a short window has no end in its time
+        longs = [w - e for w, e in zip(longs, ends)]
+    last = median(longs)
     diff = last - timing.base_s()
     return diff / span if diff > 0 else last / max(timing.calls, 1)
 

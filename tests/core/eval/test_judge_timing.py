@@ -10,8 +10,8 @@ import statistics
 
 import pytest
 
-from kag.core.eval.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, WINDOW_TARGET_S, Plan,
-                                        WindowTiming, chosen_calls, choose_calls, cross_check, estimate_plan,
+from kag.core.eval.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, SMALL_CALL_S,
+                                        WINDOW_TARGET_S, Plan, WindowTiming, chosen_calls, choose_calls, cross_check, estimate_plan,
                                         recheck_probability, skipped_work, warm_per_call_s)
 
 def test_a_call_is_the_difference_of_long_and_short_windows_over_their_calls():
@@ -136,10 +136,28 @@ def test_the_plan_is_warm_up_first_then_every_kind_shuffled_in_secret():
 
 def test_a_first_estimate_drops_the_warm_up_window():
     plan = estimate_plan(8)
-    assert plan.order == ["timed", "short", "timed"] and plan.short_calls == 4
-    timing = WindowTiming(calls=8, short_calls=4, timed_s=[50e-3, 1e-3 + 8 * 10e-6], short_s=[1e-3 + 4 * 10e-6])
+    assert plan.order == ["timed", "short", "timed", "short", "timed"] and plan.short_calls == 4
+    timing = WindowTiming(calls=8, short_calls=4, timed_s=[50e-3, 1e-3 + 8 * 10e-6, 1e-3 + 8 * 10e-6],
+                          short_s=[1e-3 + 4 * 10e-6] * 2, end_s=[0.0, 0.0, 0.0])
     assert abs(warm_per_call_s(timing) - 10e-6) < 1e-12  # the 50 ms first window (compilation) is not counted
-    assert estimate_plan(1).order == ["timed", "null", "timed"]
+    assert estimate_plan(1).order == ["timed", "null", "timed", "null", "timed"]
+
+
+def test_a_first_estimate_leaves_a_long_windows_end_out():
+    """A long window's end (0.2-0.4 ms on an H100) charged to the few calls of an estimate's window
+    made a 24 us kernel look like 0.1 ms, and its windows were sized for that: the estimate takes each
+    long window less its end (a short one has none in its time)."""
+    end = 0.3e-3
+    timing = WindowTiming(calls=5, short_calls=2, timed_s=[9e-3] + [1e-3 + 5 * 24e-6 + end] * 2,
+                          short_s=[1e-3 + 2 * 24e-6] * 2, end_s=[end] * 3)
+    assert abs(warm_per_call_s(timing) - 24e-6) < 1e-12
+    assert choose_calls(warm_per_call_s(timing), 1 << 20, 1 << 40, gpu=True) == MAX_CALLS
+    # with the end in, the same windows read 124 us a call: windows sized for that hold 41 calls
+    with_end = (timing.timed_s[-1] - timing.short_s[0]) / 3
+    assert with_end > SMALL_CALL_S and choose_calls(with_end, 1 << 20, 1 << 40, gpu=True) < 50
+    # the null base (windows of one call) holds an end like the long ones: nothing is taken out
+    lone = WindowTiming(calls=1, short_calls=0, timed_s=[9e-3, 2e-3, 2e-3], null_s=[1e-3, 1e-3], end_s=[end] * 3)
+    assert abs(warm_per_call_s(lone) - 1e-3) < 1e-12
 
 
 class _Timing:
