@@ -269,7 +269,7 @@ class Judge(CandidateCalls):
         """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
         first window), then timed and null windows in a secret order. Per-call milliseconds."""
         from kag.core.eval.judge_calls import window_summary
-        from kag.core.eval.judge_timing import Plan, estimate_plan, timed_windows, warm_per_call_s, warmup_windows
+        from kag.core.eval.judge_timing import Plan, timed_windows, warmup_windows
         from kag.core.eval.judge_windows import run_windows
 
         spec = self.spec
@@ -280,8 +280,8 @@ class Judge(CandidateCalls):
         counter = getattr(self, "_baseline_counter", [0])
         self._baseline_counter = counter
         # the first window compiles (torch.compile) and loads kernels lazily: not counted
-        warm = run_windows(self, runner, self.runner_sets, estimate_plan(first), purpose=f"baseline-{name}",
-                           timeout_s=budget, phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
+        run_windows(self, runner, self.runner_sets, Plan(calls=first, order=["timed"]), purpose=f"baseline-{name}",
+                    timeout_s=budget, phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
         # the candidate's calls all run under a profiler session with kernel records
         # (kag.core.eval.observe); the baseline's do too, so a cost of that path is paid by both sides.
         # It starts after the first window: torch.compile compiled under a profiler session makes a
@@ -289,7 +289,12 @@ class Judge(CandidateCalls):
         # 0.057 compiled first; bench/results/2026-11-27-compile-baseline/)
         runner.exchange(("observe", {"kernels": True}), spec.timeouts.load_s,
                         f"starting the {name} baseline's observer", expect="observing")
-        calls = self.window_calls(runner, self.runner_sets, warm_per_call_s(warm), spec.timeouts.load_s)
+
+        def sizing(plan: Plan) -> Any:  # the windows' calls sized under the observer, as the candidate's are
+            return run_windows(self, runner, self.runner_sets, plan, purpose=f"baseline-{name}", timeout_s=budget,
+                               phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
+
+        calls, _, _ = self.sized_calls(runner, self.runner_sets, first, sizing)
         plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
                          warmup=warmup_windows(calls, spec.warmup, self.cuda),
                          sampled=0)

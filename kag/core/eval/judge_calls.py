@@ -24,7 +24,7 @@ import os
 import secrets
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kag.core.eval.candidate_process import CandidateProcess
 from kag.core.eval.spec import JudgeReport, JudgeSpec
@@ -359,10 +359,37 @@ class CandidateCalls:
         self.add_sets(proc, calls, timeout_s, sets)
         return calls
 
+    def sized_calls(self, proc: CandidateProcess, sets: list[list[Any]], first: int,
+                    run_round: Callable[[Any], Any]) -> tuple[int, float, Any]:
+        """How many calls a timed window of ``proc`` holds, a call's estimated time, and the last
+        sizing windows' timing (``failed``: a compared output was wrong). ``run_round(plan)`` runs
+        windows. On the CPU a window holds one call (judge_timing.estimate_plan); on a GPU rounds of
+        ``sizing_plan`` windows, each sized from the last's upper bound of a call
+        (judge_timing.upper_per_call_s), until a round asks for no more calls."""
+        from kag.core.eval.judge_timing import (SIZING_GROWTH, SIZING_ROUNDS, estimate_plan, sizing_plan,
+                                                upper_per_call_s, warm_per_call_s)
+
+        load_s = self.spec.timeouts.load_s
+        if not self.cuda:
+            warm = run_round(estimate_plan(first))
+            if warm.failed:
+                return first, 0.0, warm
+            return self.window_calls(proc, sets, warm_per_call_s(warm), load_s), warm_per_call_s(warm), warm
+        calls = first
+        for round_ in range(SIZING_ROUNDS):
+            warm = run_round(sizing_plan(calls, first=round_ == 0))
+            if warm.failed:
+                return calls, 0.0, warm
+            per = upper_per_call_s(warm, skip=1 if round_ == 0 else 0)
+            wanted = self.window_calls(proc, sets, per, load_s)
+            if wanted < SIZING_GROWTH * calls:
+                return wanted, per, warm
+            calls = wanted
+        return calls, per, warm
+
     def timed_windows(self, cand: CandidateProcess) -> bool:
-        from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming, estimate_plan,
-                                                recheck_probability, timed_windows, warm_per_call_s,
-                                                warmup_windows)
+        from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming,
+                                                recheck_probability, timed_windows, warmup_windows)
         from kag.core.eval.judge_windows import run_windows
 
         spec = self.spec
@@ -370,16 +397,17 @@ class CandidateCalls:
         start = time.perf_counter()
         counter = [0]
         first = self.window_calls(cand, self.sets, self.check_per_call_s, spec.timeouts.load_s)
-        # a null and a warm-up window sized by the (cold) checks, then the calls a window holds, re-estimated warm
-        self.recheck_p = recheck_probability(first * (spec.num_timed + spec.warmup), spec.do_correctness)
-        warm = run_windows(self, cand, self.sets, estimate_plan(first), purpose="timed",
-                           timeout_s=spec.timeouts.timing_s, phase="warming up", after=self.rechecker(cand),
-                           deadline=deadline, counter=counter)
+
+        def sizing(plan: Plan) -> WindowTiming:  # windows sized by the (cold) checks, then re-sized warm
+            self.recheck_p = recheck_probability(plan.calls * (spec.num_timed + spec.warmup), spec.do_correctness)
+            return run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
+                               phase="warming up", after=self.rechecker(cand), deadline=deadline, counter=counter)
+
+        calls, per_call_s, warm = self.sized_calls(cand, self.sets, first, sizing)
         if warm.failed:
             return False
-        calls = self.window_calls(cand, self.sets, warm_per_call_s(warm), spec.timeouts.load_s)
         if self.provenance is not None:
-            self.provenance.expected_s = warm_per_call_s(warm)
+            self.provenance.expected_s = per_call_s
         plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
                          warmup=warmup_windows(calls, spec.warmup, self.cuda),
                          sampled=SAMPLED_WINDOWS["cuda" if self.cuda else "cpu"] if self.sampling() else 0)

@@ -318,29 +318,46 @@ class Plan:
 
 
 def estimate_plan(calls: int) -> Plan:
-    """A first estimate of a call's time: a long window (warming up), then short (or null) and long
-    ones in turn, twice; the first long window is not counted (``warm_per_call_s``)."""
+    """A first estimate of a call's time on the CPU (where a window holds one call): a long window
+    (warming up), then a null one and a long one again; the first long window is not counted
+    (``warm_per_call_s``). On a GPU windows are sized by ``sizing_plan``."""
     short = calls // 2 if calls >= 2 else 0
-    base = "short" if short else "null"
-    return Plan(calls=calls, order=["timed", base, "timed", base, "timed"], short_calls=short)
+    return Plan(calls=calls, order=["timed", "short" if short else "null", "timed"], short_calls=short)
 
 
 def warm_per_call_s(timing: WindowTiming) -> float:
-    """A call's time from ``estimate_plan``'s windows, for sizing the timed ones: the long windows
-    after the first, each less its end, over the base (an overestimate, a long window's share of its
-    calls, when noise puts the base above them). A long window's end is not a call's work: charged to
-    the 2 or 3 calls of the estimate's small windows, the end (0.2-0.4 ms on an H100) made a 24 us
-    kernel look like 0.1 ms, and its windows were sized for that (relu's eager got windows of 7
-    calls against the candidate's 384 and read +25% against CUPTI; diag_matmul's candidate got 34-191
-    calls from one evaluation to the next: bench/results/2026-11-27-short-end)."""
-    longs = timing.timed_s[1:] or timing.timed_s
-    ends = timing.end_s[1:] if len(timing.end_s) == len(timing.timed_s) and len(timing.timed_s) > 1 else []
-    windows, span = timing.base
-    if windows is timing.short_s and len(ends) == len(longs):  # a short window has no end in its time
-        longs = [w - e for w, e in zip(longs, ends)]
-    last = median(longs)
+    """A call's time from ``estimate_plan``'s windows (the last long window's share of its calls,
+    an overestimate, when noise puts the base above it)."""
+    last = timing.timed_s[-1]
+    _, span = timing.base
     diff = last - timing.base_s()
     return diff / span if diff > 0 else last / max(timing.calls, 1)
+
+
+SIZING_ROUNDS = 3  # at most, on a GPU: rounds of windows that size the timed ones (``sizing_plan``)
+SIZING_GROWTH = 1.5  # another round only where the last one asks for this many times its calls
+
+
+def sizing_plan(calls: int, first: bool) -> Plan:
+    """Windows of ``calls`` calls that size the timed ones on a GPU: three in the first round (the
+    first warms up: torch.compile compiles, kernels load lazily, and it is not counted), two after."""
+    return Plan(calls=calls, order=["timed"] * (3 if first else 2))
+
+
+def upper_per_call_s(timing: WindowTiming, skip: int) -> float:
+    """An upper bound of a call's time: the fastest long window after the first ``skip``, less its
+    end, over its calls (a window holds its calls' work and the path's cost). A bound, not a
+    difference: the difference of a long and a short window of 5 and 2 calls, which sized windows
+    before, was the path's jitter (0.1-1 ms on an H100) over 3 calls, and a long window's end (0.2-0.4
+    ms) was in it; a 24 us kernel read 0.1-2.5 ms, and relu's eager got windows of 2 or 7 calls
+    against the candidate's 384 (+25% against CUPTI; diag_matmul's candidate 34-191 calls from one
+    evaluation to the next: bench/results/2026-11-27-short-end, 2026-11-28-sizing). Each round of
+    ``sizing_plan`` sizes the next from this bound, so the path's share shrinks as windows grow."""
+    windows = timing.timed_s[skip:] or timing.timed_s
+    ends = timing.end_s[skip:] if len(timing.end_s) == len(timing.timed_s) else []
+    if len(ends) == len(windows):
+        windows = [w - e for w, e in zip(windows, ends)]
+    return max(min(windows), 0.0) / max(timing.calls, 1)
 
 
 def timed_windows(calls: int, num_timed: int, gpu: bool = False) -> int:

@@ -12,7 +12,8 @@ import pytest
 
 from kag.core.eval.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, SMALL_CALL_S,
                                         WINDOW_TARGET_S, Plan, WindowTiming, chosen_calls, choose_calls, cross_check, estimate_plan,
-                                        recheck_probability, skipped_work, warm_per_call_s)
+                                        recheck_probability, sizing_plan, skipped_work, upper_per_call_s,
+                                        warm_per_call_s)
 
 def test_a_call_is_the_difference_of_long_and_short_windows_over_their_calls():
     """Whatever a window pays once (the path, the first call's cold start) cancels: 0.3 ms of path
@@ -136,28 +137,26 @@ def test_the_plan_is_warm_up_first_then_every_kind_shuffled_in_secret():
 
 def test_a_first_estimate_drops_the_warm_up_window():
     plan = estimate_plan(8)
-    assert plan.order == ["timed", "short", "timed", "short", "timed"] and plan.short_calls == 4
-    timing = WindowTiming(calls=8, short_calls=4, timed_s=[50e-3, 1e-3 + 8 * 10e-6, 1e-3 + 8 * 10e-6],
-                          short_s=[1e-3 + 4 * 10e-6] * 2, end_s=[0.0, 0.0, 0.0])
+    assert plan.order == ["timed", "short", "timed"] and plan.short_calls == 4
+    timing = WindowTiming(calls=8, short_calls=4, timed_s=[50e-3, 1e-3 + 8 * 10e-6], short_s=[1e-3 + 4 * 10e-6])
     assert abs(warm_per_call_s(timing) - 10e-6) < 1e-12  # the 50 ms first window (compilation) is not counted
-    assert estimate_plan(1).order == ["timed", "null", "timed", "null", "timed"]
+    assert estimate_plan(1).order == ["timed", "null", "timed"]
 
 
-def test_a_first_estimate_leaves_a_long_windows_end_out():
-    """A long window's end (0.2-0.4 ms on an H100) charged to the few calls of an estimate's window
-    made a 24 us kernel look like 0.1 ms, and its windows were sized for that: the estimate takes each
-    long window less its end (a short one has none in its time)."""
-    end = 0.3e-3
-    timing = WindowTiming(calls=5, short_calls=2, timed_s=[9e-3] + [1e-3 + 5 * 24e-6 + end] * 2,
-                          short_s=[1e-3 + 2 * 24e-6] * 2, end_s=[end] * 3)
-    assert abs(warm_per_call_s(timing) - 24e-6) < 1e-12
-    assert choose_calls(warm_per_call_s(timing), 1 << 20, 1 << 40, gpu=True) == MAX_CALLS
-    # with the end in, the same windows read 124 us a call: windows sized for that hold 41 calls
-    with_end = (timing.timed_s[-1] - timing.short_s[0]) / 3
-    assert with_end > SMALL_CALL_S and choose_calls(with_end, 1 << 20, 1 << 40, gpu=True) < 50
-    # the null base (windows of one call) holds an end like the long ones: nothing is taken out
-    lone = WindowTiming(calls=1, short_calls=0, timed_s=[9e-3, 2e-3, 2e-3], null_s=[1e-3, 1e-3], end_s=[end] * 3)
-    assert abs(warm_per_call_s(lone) - 1e-3) < 1e-12
+def test_gpu_windows_are_sized_by_a_bound_that_noise_and_the_end_only_raise():
+    """On a GPU a call's estimate for sizing is its long window's share less its end, the fastest
+    window's: a slow window or the end does not make a 24 us kernel look like 0.1 ms (the
+    difference of a 5- and a 2-call window did: its jitter over 3 calls)."""
+    assert sizing_plan(5, first=True).order == ["timed"] * 3 and sizing_plan(64, first=False).order == ["timed"] * 2
+    end, path = 0.3e-3, 0.8e-3
+    timing = WindowTiming(calls=5, timed_s=[9e-3, 4e-3, path + 5 * 24e-6 + end], end_s=[end] * 3)
+    bound = upper_per_call_s(timing, skip=1)  # the warm-up (9 ms) and the slow window (4 ms) do not count
+    assert abs(bound - (path / 5 + 24e-6)) < 1e-12
+    calls = choose_calls(bound, 1 << 20, 1 << 40, gpu=True)
+    assert 20 <= calls < MAX_CALLS  # the path's share of 5 calls: the next round holds 27
+    bigger = WindowTiming(calls=calls, timed_s=[path + calls * 24e-6 + end] * 2, end_s=[end] * 2)
+    assert upper_per_call_s(bigger, skip=0) < SMALL_CALL_S  # ... and its bound sizes a window of every call that fits
+    assert choose_calls(upper_per_call_s(bigger, skip=0), 1 << 20, 1 << 40, gpu=True) == MAX_CALLS
 
 
 class _Timing:
@@ -271,3 +270,39 @@ def test_a_long_windows_end_is_charged_in_full_so_work_put_off_into_it_buys_noth
     for first, second in ((0.5, 0.5), (1.0, 1.0), (0.0, 1.0), (0.0, 0.5)):
         assert timing(first, second).per_call_s()[0] >= honest * (1 - 1e-9)
     assert timing(pad=1e-3).per_call_s()[0] == pytest.approx(honest + 2e-3 / K)
+
+
+class _SizedWindows:
+    """What ``CandidateCalls.sized_calls`` needs of a judge on a GPU: windows of ``calls`` calls of
+    ``call_s`` each that take the path's cost and an end besides."""
+
+    cuda = True
+
+    def __init__(self, call_s: float, path_s: float = 0.8e-3, end_s: float = 0.3e-3) -> None:
+        from types import SimpleNamespace
+
+        from kag.core.eval.spec import Timeouts
+
+        self.spec = SimpleNamespace(timeouts=Timeouts())
+        self.call_s, self.path_s, self.end_s = call_s, path_s, end_s
+        self.rounds: list[int] = []
+
+    def window_calls(self, proc, sets, per_call_s: float, timeout_s: float) -> int:  # noqa: ANN001
+        return choose_calls(per_call_s, 1 << 20, 1 << 40, gpu=True)
+
+    def run_round(self, plan: Plan) -> WindowTiming:
+        self.rounds.append(plan.calls)
+        window = self.path_s + plan.calls * self.call_s + self.end_s
+        return WindowTiming(calls=plan.calls, timed_s=[window * 3] + [window] * (len(plan.order) - 1),
+                            end_s=[self.end_s] * len(plan.order))
+
+
+@pytest.mark.parametrize("call_s, expected", [(24e-6, MAX_CALLS), (0.5e-3, 9), (20e-3, 2)])
+def test_gpu_windows_grow_round_by_round_until_they_hold_their_work(call_s, expected):
+    from kag.core.eval.judge_calls import CandidateCalls
+
+    judge = _SizedWindows(call_s)
+    calls, per, timing = CandidateCalls.sized_calls(judge, None, [], 5, judge.run_round)
+    assert calls == expected and not timing.failed
+    assert judge.rounds[0] == 5 and len(judge.rounds) <= 3  # each round from the last one's bound
+    assert per >= call_s  # an upper bound: the path's share of the last round's calls is in it
