@@ -30,7 +30,7 @@
 #              device-to-host copy, a mapped alias and a kernel write; bench/scripts/wall_attack/gpu)
 #   shortend   a short window's end out of its time: the window protocol's tests and the two corpus cases that
 #              pad short windows' ends (tests/adversarial/test_gpu_cases.py), static guards off
-#   oldtree    the same two cases on the code before (a tree in .old, carried: `git archive <commit>` plus
+#   oldtree    the same two cases (OLD_ONLY: others) on the code before (a tree in .old, carried: `git archive <commit>` plus
 #              the cases), to show what the attack bought there
 #   nullcap    a GPU null base bounded by the runner's (13 GB a call: windows of one call), honest and padded
 # Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
@@ -127,7 +127,7 @@ EOF
     oldtree)
       step "the padded-end cases on the code before (.old)"
       mkdir -p "$OUT/oldtree" && (cd .old && export PYTHONPATH="$PWD" OUT="$OUT/oldtree" KAG_CACHE_DIR=/tmp/kag-cache-old && timeout "${OLD_TIMEOUT:-240}" python3 bench/adversarial.py --jobs 2 \
-        --no-static-guards --only pad_short_windows_python,pad_short_windows_kernel 2>&1 \
+        --no-static-guards --only "${OLD_ONLY:-pad_short_windows_python,pad_short_windows_kernel}" 2>&1 \
         | tee "$OUT/oldtree.log" | cut -c1-300) ;;
     nullcap)
       step "a GPU null base bounded by the runner's (13 GB a call)"

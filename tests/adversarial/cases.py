@@ -182,6 +182,8 @@ ATTACKS: list[Case] = [
     # window told by the staged sets it leaves stale
     *_attack("cancelled_tail_pad", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("fail", "same")),
+    *_attack("cancelled_tail_pad_long", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("fail", "same")),
     *_attack("defer_into_long_end", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("fail", "same")),
     *_attack("stale_set_oracle", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,

@@ -434,6 +434,8 @@ class CandidateCalls:
             return False
         if timing.null_s and not timing.short_s:  # a base the candidate can tell and pad: capped by the runner's
             self.cap_null_base(timing, pause)
+        elif timing.short_s and self.cuda:  # a short base padded where only a short window's end can be
+            self.cap_intercept(timing, pause)
         self.record_timing(timing, plan, pause)
         mark("judge", "timed windows done")
         return True
@@ -454,6 +456,25 @@ class CandidateCalls:
             self.report.notes.append(f"timing: the candidate's null windows took {own * 1e3:.4g} ms against the "
                                      f"baseline runner's {median(runner_null) * 1e3:.4g} ms; its base counts "
                                      f"{cap * 1e3:.4g} ms")
+
+    def cap_intercept(self, timing: Any, pause_s: float) -> None:
+        """The baseline runner's null windows bound the intercept of the candidate's long and short
+        windows (kag.core.eval.judge_timing.intercept_cap)."""
+        from kag.core.eval.judge_timing import intercept_cap, median
+
+        runner_null = self.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s)
+        cap = intercept_cap(runner_null)
+        if cap is None:
+            return
+        timing.intercept_cap_s = cap
+        own = timing.intercept_s()
+        self.report.calibration["runner_null_window_ms"] = median_ms(runner_null)
+        self.report.calibration["intercept_cap_ms"] = round(cap * 1e3, 4)
+        if own > cap:
+            self.report.notes.append(f"timing: the candidate's windows had an intercept of {own * 1e3:.4g} ms (a window "
+                                     f"of no calls, by its long and short windows) against the baseline runner's null "
+                                     f"windows of {median(runner_null) * 1e3:.4g} ms; its short base counts "
+                                     f"{timing.base_s() * 1e3:.4g} ms, not {median(timing.short_s) * 1e3:.4g}")
 
     def more_samples(self, cand: CandidateProcess, calls: int, deadline: float, counter: list[int],
                      limit_s: float, at_least: int = 0) -> bool:

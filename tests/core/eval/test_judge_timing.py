@@ -306,3 +306,27 @@ def test_gpu_windows_grow_round_by_round_until_they_hold_their_work(call_s, expe
     assert calls == expected and not timing.failed
     assert judge.rounds[0] == 5 and len(judge.rounds) <= 3  # each round from the last one's bound
     assert per >= call_s  # an upper bound: the path's share of the last round's calls is in it
+
+
+def test_a_short_base_padded_at_its_end_is_bounded_by_the_runners_null_windows():
+    """A spin left standing only at a short window's end (the next call would cancel it; a long
+    window's last call, known by its index, leaves none) raises the short base by ``P`` and a call
+    reads ``c - 2P/K``: without a bound, as fast as the spin is long. The intercept cap bounds it."""
+    from kag.core.eval.judge_timing import INTERCEPT_SLACK_S, intercept_cap
+
+    calls, c, path = 64, 80e-6, 0.6e-3
+    honest = WindowTiming(calls=calls, short_calls=32, timed_s=[path + calls * c] * 20,
+                          short_s=[path + 32 * c] * 20)
+    cap = intercept_cap([0.55e-3] * 12)
+    assert cap == pytest.approx(0.55e-3 + INTERCEPT_SLACK_S) and intercept_cap([0.5e-3] * 2) is None
+    honest.intercept_cap_s = cap
+    assert statistics.median(honest.per_call_s()) == pytest.approx(c)  # an honest intercept is under the cap
+    for spin in (1e-3, 10e-3, 100e-3):
+        padded = WindowTiming(calls=calls, short_calls=32, timed_s=list(honest.timed_s),
+                              short_s=[w + spin for w in honest.short_s])
+        free = statistics.median(padded.per_call_s())
+        assert free < c - 2 * min(spin, 32 * c) / calls + 1e-9  # uncapped, the spin buys its length
+        padded.intercept_cap_s = cap
+        bounded = statistics.median(padded.per_call_s())
+        assert bounded >= c - 2 * (cap - path) / calls - 1e-12  # capped: the cap less the honest intercept
+        assert bounded >= 0.5 * c
