@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device calls for issue 27 (a clock that sees small kernels). Stages, in one call or several:
 #   fidelity   kag's speed-up vs eager against the CUPTI kernel-time ratio (bench/scripts/timing_fidelity.py)
-#   steady     diag_matmul and level2/14 scored 5 times each, torch.compile too (CV of the speed-up, rewards)
+#   steady     diag_matmul and level2/14 scored 5 times each, torch.compile too (STEADY_COMPILE=0: not) (CV, rewards)
 #   steadyx    diag_matmul scored 5 times with eager timed afresh in each, beside the CUPTI ratio in 5 fresh
 #              processes (where the spread between evaluations comes from)
 #   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
@@ -44,7 +44,7 @@ for stage in "$@"; do
     steady)
       step "steadiness: diag_matmul and gemm_divide_sum_scaling scored 5 times"
       timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only diag_matmul,gemm_divide_sum_scaling \
-        --repeat 5 --compile --out "$OUT/steady" 2>&1 | tee "$OUT/steady.log" | cut -c1-300 ;;
+        --repeat 5 $([ "${STEADY_COMPILE:-1}" = 1 ] && echo --compile) --out "$OUT/steady" 2>&1 | tee "$OUT/steady.log" | cut -c1-300 ;;
     steadyx)
       step "steadiness: diag_matmul 5 times, baselines afresh, and the independent clock in 5 processes"
       timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only "${STEADY_ONLY:-diag_matmul}" \

@@ -387,7 +387,9 @@ class CandidateCalls:
             calls = wanted
         return calls, per, warm
 
-    def timed_windows(self, cand: CandidateProcess) -> bool:
+    def timed_windows(self, cand: CandidateProcess, resized: int = 0, counter: list[int] | None = None) -> bool:
+        """Size the windows (``sized_calls``), then time them; ``resized``: time windows of that many
+        calls, sized already (``too_short``), and sample none (the first timing did)."""
         from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming,
                                                 recheck_probability, timed_windows, warmup_windows)
         from kag.core.eval.judge_windows import run_windows
@@ -395,22 +397,27 @@ class CandidateCalls:
         spec = self.spec
         deadline = time.monotonic() + spec.timeouts.timing_s
         start = time.perf_counter()
-        counter = [0]
-        first = self.window_calls(cand, self.sets, self.check_per_call_s, spec.timeouts.load_s)
+        counter = counter if counter is not None else [0]
+        if resized:
+            calls = resized
+        else:
+            first = self.window_calls(cand, self.sets, self.check_per_call_s, spec.timeouts.load_s)
 
-        def sizing(plan: Plan) -> WindowTiming:  # windows sized by the (cold) checks, then re-sized warm
-            self.recheck_p = recheck_probability(plan.calls * (spec.num_timed + spec.warmup), spec.do_correctness)
-            return run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
-                               phase="warming up", after=self.rechecker(cand), deadline=deadline, counter=counter)
+            def sizing(plan: Plan) -> WindowTiming:  # windows sized by the (cold) checks, then re-sized warm
+                self.recheck_p = recheck_probability(plan.calls * (spec.num_timed + spec.warmup),
+                                                     spec.do_correctness)
+                return run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
+                                   phase="warming up", after=self.rechecker(cand), deadline=deadline, counter=counter)
 
-        calls, per_call_s, warm = self.sized_calls(cand, self.sets, first, sizing)
-        if warm.failed:
-            return False
-        if self.provenance is not None:
-            self.provenance.expected_s = per_call_s
+            calls, per_call_s, warm = self.sized_calls(cand, self.sets, first, sizing)
+            if warm.failed:
+                return False
+            if self.provenance is not None:
+                self.provenance.expected_s = per_call_s
         plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
                          warmup=warmup_windows(calls, spec.warmup, self.cuda),
-                         sampled=SAMPLED_WINDOWS["cuda" if self.cuda else "cpu"] if self.sampling() else 0)
+                         sampled=SAMPLED_WINDOWS["cuda" if self.cuda else "cpu"] if self.sampling() and not resized
+                         else 0)
         self.recheck_p = recheck_probability(plan.total_calls(), spec.do_correctness)
         expected = 2 * RECHECK_EXPECTED[1] * tree_bytes(self.reference_output)
         self.defer_checks = expected <= DEFERRED_BYTES and (not self.cuda or expected <= 0.25 * self.budget_bytes())
@@ -425,7 +432,8 @@ class CandidateCalls:
         timing: WindowTiming = run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
                                            phase="timing", after=self.rechecker(cand), pause_s=pause,
                                            sampler=self.sampler, deadline=deadline, counter=counter)
-        if not timing.failed and not self.more_samples(cand, calls, deadline, counter, spec.timeouts.timing_s):
+        if not resized and not timing.failed and not self.more_samples(cand, calls, deadline, counter,
+                                                                       spec.timeouts.timing_s):
             return False
         self.report.rechecked_calls = self.rechecked
         self.report.calibration["compared_calls"] = list(self.compared_at)  # after the fact: which calls (0-based)
@@ -436,6 +444,9 @@ class CandidateCalls:
             self.cap_null_base(timing, pause)
         elif timing.short_s and self.cuda:  # a short base padded where only a short window's end can be
             self.cap_intercept(timing, pause)
+            more = 0 if resized else self.too_short(cand, timing)
+            if more:
+                return self.timed_windows(cand, resized=more, counter=counter)
         self.record_timing(timing, plan, pause)
         mark("judge", "timed windows done")
         return True
@@ -456,6 +467,26 @@ class CandidateCalls:
             self.report.notes.append(f"timing: the candidate's null windows took {own * 1e3:.4g} ms against the "
                                      f"baseline runner's {median(runner_null) * 1e3:.4g} ms; its base counts "
                                      f"{cap * 1e3:.4g} ms")
+
+    def too_short(self, cand: CandidateProcess, timing: Any) -> int:
+        """Windows of how many calls to time again, or 0: where the long windows held under a quarter
+        of ``WINDOW_TARGET_S`` of the calls' work as measured, and twice their calls fit. The intercept
+        cap bounds a padded short base's gain to ``2 (cap - F) / K`` a call, so it needs many calls; and
+        the calls a window holds are sized by the candidate's own windows (judge_timing
+        ``upper_per_call_s``): a solution slow while they are sized and fast after got windows of 5 calls
+        and read 16x eager for twice eager's work (tests/adversarial: cancelled_tail_pad_long). Honest
+        windows are sized to about ``WINDOW_TARGET_S`` of work and hold over a half of it."""
+        from kag.core.eval.judge_timing import MAX_CALLS, WINDOW_TARGET_S, median
+
+        per_call = median(timing.per_call_s())
+        if timing.calls >= MAX_CALLS or timing.calls * per_call >= WINDOW_TARGET_S / 4:
+            return 0
+        more = self.window_calls(cand, self.sets, per_call, self.spec.timeouts.load_s)
+        if more < 2 * timing.calls:
+            return 0
+        self.report.notes.append(f"timing: windows of {timing.calls} calls held {timing.calls * per_call * 1e3:.3g} ms "
+                                 f"of their work as measured; timed again with {more}")
+        return more
 
     def cap_intercept(self, timing: Any, pause_s: float) -> None:
         """The baseline runner's null windows bound the intercept of the candidate's long and short

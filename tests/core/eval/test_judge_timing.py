@@ -330,3 +330,24 @@ def test_a_short_base_padded_at_its_end_is_bounded_by_the_runners_null_windows()
         bounded = statistics.median(padded.per_call_s())
         assert bounded >= c - 2 * (cap - path) / calls - 1e-12  # capped: the cap less the honest intercept
         assert bounded >= 0.5 * c
+
+
+def test_windows_that_held_little_of_their_work_are_timed_again_with_more_calls():
+    """The calls a window holds are sized by the candidate's own windows: one slow while they are
+    sized and fast after gets few calls, and the intercept cap, which bounds a padded short base to
+    ``2 (cap - F) / K`` a call, is loose for few calls. Such windows are timed again with more."""
+    from types import SimpleNamespace
+
+    from kag.core.eval.judge_calls import CandidateCalls
+
+    judge = _SizedWindows(0.0)
+    judge.sets, judge.report = [], SimpleNamespace(notes=[])
+    # a long window of 5 calls at 1.78 ms, the short base capped at 1.69 ms: 0.03 ms a call, 0.15 ms of work
+    padded = WindowTiming(calls=5, short_calls=2, timed_s=[1.78e-3] * 20, short_s=[2.6e-3] * 20,
+                          intercept_cap_s=1.6e-3)
+    assert CandidateCalls.too_short(judge, None, padded) == MAX_CALLS and "timed again" in judge.report.notes[0]
+    honest = WindowTiming(calls=20, short_calls=10, timed_s=[0.8e-3 + 20 * 0.2e-3] * 20,
+                          short_s=[0.8e-3 + 10 * 0.2e-3] * 20, intercept_cap_s=1.6e-3)
+    assert CandidateCalls.too_short(judge, None, honest) == 0  # 4 ms of work: sized as it should be
+    full = WindowTiming(calls=MAX_CALLS, short_calls=MAX_CALLS // 2, timed_s=[1e-3] * 20, short_s=[0.9e-3] * 20)
+    assert CandidateCalls.too_short(judge, None, full) == 0  # no more calls to be had
