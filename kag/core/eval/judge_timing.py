@@ -22,8 +22,8 @@ start (a resumed process's caches and its profiler's buffers: 0.15 to 0.8 ms on 
 20 us kernel many times over). The child cannot tell a short window from a long one until it ends
 (each call is rung alone), so it cannot make one kind's calls slower than the other's (its end: see
 below). ``calls`` is chosen per side so that
-a window holds about ``WINDOW_TARGET_S`` of work, within a memory budget for the staged inputs and
-kept outputs. Where not even two calls fit, windows of one call less interleaved *null windows*
+a window holds about ``WINDOW_TARGET_S`` of work (on a GPU from an upper bound of a call, in rounds:
+``upper_per_call_s``), within a memory budget for the staged inputs and kept outputs. Where not even two calls fit, windows of one call less interleaved *null windows*
 (the path with nothing of forward in it) are the fallback.
 
 What a window cannot see, and what covers it:
@@ -54,6 +54,12 @@ What a window cannot see, and what covers it:
   before every window (kag.core.eval.judge_windows). A call is
   answered only once it returned, so no call knows it is the last while it runs
   (kag.core.eval.candidate).
+- A padded short base: a long window's last call knows it is last (its index), a short window's
+  cannot, so work queued after every call and cancelled by the next stands only at a short window's
+  end (tests/adversarial: cancelled_tail_pad). The intercept (2 short - long) counts at most the
+  runner's null windows plus a slack (``intercept_cap``), and windows that held little of their
+  work as measured are timed again with more calls (judge_calls ``too_short``): the pad buys at most
+  ``2 (cap - F) / K`` a call. That bound is the residual.
 """
 
 from __future__ import annotations
