@@ -25,7 +25,9 @@ from typing import Any, Callable
 import attrs
 
 from kag.core.plugins import Plugins
-from kag.core.eval.spec import JudgeReport, JudgeSpec, Timeouts
+from kag.core.eval.plan import EvalPlan, resolve
+from kag.core.eval.spec import JudgeReport, JudgeSpec, MeasureSettings, measure_settings
+from kag.core.eval.spec import Timeouts  # noqa: F401 - part of this module's interface (EvalOptions.timeouts)
 from kag.core.records import EvalResult, RewardValue, Solution, Task, Violation
 
 # torch.compile modes the compile baseline accepts ("default" is torch's mode=None); listed once
@@ -37,24 +39,18 @@ RUNTIME_GUARDS_WIRED = True  # guards judge what every call did (check_observati
 
 
 @attrs.define
-class EvalOptions:
+class EvalOptions(MeasureSettings):
+    """What an evaluation is asked for: its plugins by name, and how it measures (``MeasureSettings``,
+    the fields the judge's spec shares)."""
+
     backend: str = "cuda"
     tolerance: str | None = None  # None: the selected tolerance plugin (default cuda-agent)
     reward: str | None = None  # None: the selected reward plugin (default milestone)
     baselines: tuple[str, ...] = ("eager", "compile")
     compile_mode: str = "default"
-    num_checks: int = 5
-    num_timed: int = 100
-    warmup: int = 10
-    timeouts: Timeouts = attrs.field(factory=Timeouts)
     guards: tuple[str, ...] | None = None  # None: every selected guard plugin
     static_guards: bool = True  # False: no guard reads the sources (the verdict must hold without them)
     guard_options: dict[str, Any] = attrs.field(factory=dict)  # passed to every guard (GuardOptions)
-    do_timing: bool = True
-    do_correctness: bool = True
-    cache_dir: str | None = None
-    use_baseline_cache: bool = True
-    seed: int | None = None  # None: a secret random seed per evaluation
     host_memory_gb: float | None = None  # private host memory a candidate may hold; None: half the RAM, at most 64 GiB
 
 
@@ -90,41 +86,11 @@ def static_violations(task: Task, solution: Solution, plugins: Plugins, names: t
                       options: dict[str, Any] | None = None, static: bool = True) -> tuple[list[Violation], list[str]]:
     """Run every selected guard's ``check_solution``; return violations and the names of the guards
     that also judge what the candidate's calls did (``check_observations``, run in the judge)."""
-    chosen = plugins.selected_all("guard") if names is None else names
-    found: list[Violation] = []
-    runtime: list[str] = []
-    for name in chosen:
-        try:
-            guard = plugins.create("guard", name, **(options or {}))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"guard {name!r} rejects the guard options {options}: {exc} (EvalOptions.guard_options "
-                             f"takes allow_cublas, allow_cudnn; tolerance comes from the tolerance policy)") from exc
-        check = getattr(guard, "check_solution", None)
-        if static and callable(check):
-            for v in check(solution, task) or []:
-                found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
-        if callable(getattr(guard, "check_observations", None)):
-            runtime.append(name)
-    return found, runtime
+    from kag.core.eval.plan import guard_violations, make_guards
 
-
-def build_violations(plugins: Plugins, options: EvalOptions, guard_opts: dict[str, Any],
-                     module_dir: str | None) -> list[Violation]:
-    """Every selected guard's ``check_build`` on the built module (its imported symbols)."""
-    from kag.core.eval.guarding import RunInfo
-
-    path = extension_path(module_dir)
-    if path is None:
-        return []
-    info = RunInfo(device=backend_device(options.backend, plugins), extension_path=path,
-                   allow_cublas=bool(guard_opts.get("allow_cublas", True)), allow_cudnn=bool(guard_opts.get("allow_cudnn", True)))
-    found: list[Violation] = []
-    for name in plugins.selected_all("guard") if options.guards is None else options.guards:
-        check = getattr(plugins.create("guard", name, **guard_opts), "check_build", None)
-        if callable(check):
-            for v in check(path, info) or []:
-                found.append(v if isinstance(v, Violation) else Violation(guard=name, detail=str(v)))
-    return found
+    guards = make_guards(plugins, names, options)
+    found = guard_violations(guards, "check_solution", solution, task) if static else []
+    return found, [name for name, guard in guards if callable(getattr(guard, "check_observations", None))]
 
 
 def write_kernels(solution: Solution, solution_dir: Path) -> None:
@@ -155,13 +121,12 @@ def needs_build(solution: Solution) -> bool:
 EVALUATOR_BUILD_FAULT = "the build failed for the evaluator's reasons (its disk or cache), not the solution's"
 
 
-def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOptions,
+def build(solution: Solution, backend: Any, out_dir: Path, options: EvalOptions,
           lock_dir: Path | None = None) -> tuple[bool, str | None, str, list[str], float]:
     """(ok, module_dir, log, notes, seconds waited for the host's timings) from kag.core.eval.build
     with the backend plugin."""
     from kag.core.eval.build import build_solution
 
-    backend = plugins.create("backend", options.backend)
     cache_dir = Path(options.cache_dir) if options.cache_dir else None
     res = build_solution(solution, backend, out_dir, cache_dir=cache_dir, timeout_s=options.timeouts.build_s,
                          lock_dir=lock_dir)
@@ -178,29 +143,22 @@ def build(solution: Solution, plugins: Plugins, out_dir: Path, options: EvalOpti
     return bool(res.ok), res.module_dir, res.log or "", notes, res.slot_wait_s
 
 
-def _judge_spec(task: Task, options: EvalOptions, plugins: Plugins, device: str, model_new_path: str,
-                module_dir: str | None, runtime_guards: list[str], guard_opts: dict[str, Any]) -> JudgeSpec:
-    tolerance = tolerance_name(options, plugins)
-    baselines = []
-    for name in options.baselines:
-        plugins.entry("baseline", name)
-        baselines.append((name, options.compile_mode if name == "compile" else "default"))
+def _judge_spec(task: Task, options: EvalOptions, plan: EvalPlan, model_new_path: str,
+                module_dir: str | None) -> JudgeSpec:
+    runtime_guards = plan.runtime_guards()
     return JudgeSpec(
         task_code=task.code, task_path=task.path or f"<task {task.name}>", task_hash=task.code_hash,
-        device=device, backend=options.backend, model_new_path=model_new_path,
-        module_dir=module_dir, tolerance=tolerance, baselines=baselines,
-        num_checks=options.num_checks, num_timed=options.num_timed, warmup=options.warmup,
-        seed=options.seed, init_seed=INIT_SEED, do_correctness=options.do_correctness,
-        do_timing=options.do_timing, timeouts=attrs.evolve(options.timeouts),
-        cache_dir=options.cache_dir, use_baseline_cache=options.use_baseline_cache,
-        runtime_guards=list(runtime_guards), guard_options=dict(guard_opts),
-        plugin_selection=plugins.names_selected(), plugin_builtins=_guard_builtins(plugins, runtime_guards),
+        device=plan.device, backend=options.backend, model_new_path=model_new_path,
+        module_dir=module_dir, tolerance=plan.tolerance, baselines=list(plan.baselines), init_seed=INIT_SEED,
+        **measure_settings(options),
+        runtime_guards=runtime_guards, guard_options=dict(plan.guard_options),
+        plugin_selection=plan.plugin_selection, plugin_builtins=list(plan.guard_builtins),
         extension_path=extension_path(module_dir),
         host_memory_bytes=int(options.host_memory_gb * 2**30) if options.host_memory_gb else None,
     )
 
 
-def _guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
+def guard_builtins(plugins: Plugins, names: list[str]) -> list[str]:
     """Modules of the runtime guards that are built in to ``plugins`` but not to DEFAULT_PLUGINS
     (a registry built with extra built-ins, as tests do), so the candidate can rebuild them."""
     from kag.core.plugins import BUILTIN, DEFAULT_PLUGINS
@@ -258,22 +216,21 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     options = options or EvalOptions()
     plugins = plugins or Plugins()
     start = time.perf_counter()
+    plan = resolve(options, plugins)  # every plugin choice, once: nothing below asks the registry
+    device = plan.device
     result = EvalResult(task=task.name, backend=options.backend)
-    device = backend_device(options.backend, plugins)
     if solution.ignored_files:
         result.metadata["ignored_files"] = list(solution.ignored_files)
     solution, failure = single_file_solution(solution, result)
     if failure:
         result.error_kind, result.error = "build", failure
-        return finish_verdict(result, plugins, options, start)
-    guard_opts = guard_options(options, plugins)
-    violations, runtime_guards = static_violations(task, solution, plugins, options.guards, guard_opts,
-                                                   static=options.static_guards)
+        return finish_verdict(result, plugins, options, start, reward=plan.reward)
+    violations = plan.static_violations(task, solution) if options.static_guards else []
     if violations:
         result.violations = violations
         result.error_kind = "guard"
         result.error = "; ".join(f"{v.guard}: {v.detail}" for v in violations)
-        return finish_verdict(result, plugins, options, start)
+        return finish_verdict(result, plugins, options, start, reward=plan.reward)
     # No warm judge waiting: start one now, so its torch import overlaps the build. Otherwise a
     # warm one is taken after the build, and a failed build costs none.
     judge = None if warm_judge_waiting() else JudgeProcess()
@@ -291,7 +248,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                 t0 = time.perf_counter()
                 # the compilers hold this CPU's timing slot (kag.core.eval.build): not beside a timing
                 with timeline.span("build", task=task.name):
-                    ok, module_dir, log, notes, wait_s = build(solution, plugins, tmpdir / "build", options,
+                    ok, module_dir, log, notes, wait_s = build(solution, plan.backend(), tmpdir / "build", options,
                                                                getattr(pool or default_pool(), "lock_dir", None))
                 result.durations_s["build_wait"] = wait_s
                 result.durations_s["build"] = round(time.perf_counter() - t0, 3)
@@ -302,16 +259,15 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
                     result.error_kind, result.error = "build", f"build failed:\n{log}".strip()
                     if EVALUATOR_BUILD_FAULT in notes:  # its disk, not the solution: an evaluator error
                         result.metadata["judge_error"] = True
-                    return finish_verdict(result, plugins, options, start)
+                    return finish_verdict(result, plugins, options, start, reward=plan.reward)
             result.compiled = True
-            built = build_violations(plugins, options, guard_opts, module_dir) if options.static_guards else []
+            built = plan.build_violations(extension_path(module_dir)) if options.static_guards else []
             if built:
                 result.violations = built
                 result.error_kind = "guard"
                 result.error = "; ".join(f"{v.guard}: {v.detail}" for v in built)
-                return finish_verdict(result, plugins, options, start)
-            spec = _judge_spec(task, options, plugins, device, str(model_new_path), module_dir, runtime_guards,
-                               guard_opts)
+                return finish_verdict(result, plugins, options, start, reward=plan.reward)
+            spec = _judge_spec(task, options, plan, str(model_new_path), module_dir)
             judge = judge or take_judge()
             lease = contextlib.ExitStack()
             with timeline.span("wait: device slot", task=task.name):
@@ -339,7 +295,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
         if judge is not None:
             judge.close()
     _merge(result, report)
-    return finish_verdict(result, plugins, options, start)
+    return finish_verdict(result, plugins, options, start, reward=plan.reward)
 
 
 def single_file_solution(solution: Solution, result: EvalResult) -> tuple[Solution, str | None]:
@@ -392,16 +348,19 @@ def wait_released(timeout_s: float = 30.0) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def finish_verdict(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float) -> EvalResult:
+def finish_verdict(result: EvalResult, plugins: Plugins, options: EvalOptions, start: float,
+                   reward: Any = None) -> EvalResult:
     """Every verdict's ending, wherever it was reached (here or in a sandbox's evaluator): no verdict is a
-    failure, the speed-ups, the reward, the total time."""
+    failure, the speed-ups, the reward (``reward``, or the one ``options`` and ``plugins`` choose), the
+    total time."""
     if not result.error and options.do_correctness and not result.correct:
         result.error_kind, result.error = "exception", "the evaluation ended without a verdict"
     speedups(result)
     if not options.do_correctness:  # kag profile: nothing was checked, so nothing passed or failed
         result.metadata["checks"] = "skipped"
     if options.do_correctness:
-        reward = plugins.create("reward", options.reward) if options.reward else plugins.create("reward")
+        if reward is None:
+            reward = plugins.create("reward", options.reward) if options.reward else plugins.create("reward")
         result.reward = RewardValue(name=getattr(reward, "name", options.reward or "reward"),
                                     value=float(reward(result)))
     result.durations_s["total"] = round(time.perf_counter() - start, 3)

@@ -27,6 +27,29 @@ class Timeouts:
     timing_s: float = 600.0
 
 
+@attrs.define(kw_only=True)
+class MeasureSettings:
+    """How one evaluation measures, asked by the orchestrator (``EvalOptions``) and carried to the
+    judge (``JudgeSpec``): declared once here, copied across by ``measure_settings``."""
+
+    num_checks: int = 5
+    num_timed: int = 100
+    warmup: int = 10
+    seed: int | None = None  # None: a secret seed the judge draws itself, per evaluation
+    do_correctness: bool = True
+    do_timing: bool = True
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+    cache_dir: str | None = None
+    use_baseline_cache: bool = True
+
+
+def measure_settings(settings: MeasureSettings) -> dict[str, Any]:
+    """``settings``' own fields as keywords for another ``MeasureSettings`` (its timeouts a copy)."""
+    out = {f.name: getattr(settings, f.name) for f in attrs.fields(MeasureSettings)}
+    out["timeouts"] = attrs.evolve(settings.timeouts)
+    return out
+
+
 @attrs.define
 class CandidateSpec:
     """What the candidate needs to build ModelNew (and the baseline runner, the task's Model)."""
@@ -39,8 +62,8 @@ class CandidateSpec:
 
 
 @attrs.define
-class JudgeSpec:
-    """One evaluation as the judge runs it."""
+class JudgeSpec(MeasureSettings):
+    """One evaluation as the judge runs it (and how it measures: ``MeasureSettings``)."""
 
     task_code: str
     task_path: str
@@ -52,16 +75,7 @@ class JudgeSpec:
     init_seed: int
     module_dir: str | None = None
     baselines: list[tuple[str, str]] = attrs.field(factory=list)  # (baseline name, compile mode)
-    num_checks: int = 5
-    num_timed: int = 100
-    warmup: int = 10
-    seed: int | None = None  # None: a secret seed the judge draws itself
-    do_correctness: bool = True
-    do_timing: bool = True
     trace_lane: str = ""  # the orchestrator's worker (kag.core.timeline): the judge's phases join its lane
-    timeouts: Timeouts = attrs.field(factory=Timeouts)
-    cache_dir: str | None = None
-    use_baseline_cache: bool = True
     runtime_guards: list[str] = attrs.field(factory=list)
     guard_options: dict[str, Any] = attrs.field(factory=dict)
     plugin_selection: dict[str, Any] = attrs.field(factory=dict)

@@ -7,6 +7,7 @@ import pytest
 
 from kag.core.eval.evaluate import EvalOptions, _judge_spec, _merge
 from kag.core.eval.judge_process import failed_report
+from kag.core.eval.plan import resolve
 from kag.core.eval.spec import CandidateSpec, JudgeReport, JudgeSpec, Timeouts
 from kag.core.plugins import Plugins
 from kag.core.records import EvalResult, Task, TimingStats, from_dict, to_dict
@@ -16,8 +17,9 @@ TASK = Task(name="t", source="file", code="import torch\nclass Model(torch.nn.Mo
 
 
 def spec() -> JudgeSpec:
-    opts = EvalOptions(backend="cpu", seed=7, timeouts=Timeouts(check_s=3.0))
-    return _judge_spec(TASK, opts, Plugins(), "cpu", "/s/model_new.py", None, ["no-tampering"], {"allow_cublas": False})
+    opts = EvalOptions(backend="cpu", seed=7, timeouts=Timeouts(check_s=3.0), guards=("no-tampering",),
+                       guard_options={"allow_cublas": False})
+    return _judge_spec(TASK, opts, resolve(opts, Plugins()), "/s/model_new.py", None)
 
 
 def test_judge_spec_crosses_as_data_and_comes_back_equal():
@@ -27,7 +29,9 @@ def test_judge_spec_crosses_as_data_and_comes_back_equal():
     assert back == attrs.evolve(s, visible_devices="1")
     assert back.timeouts.check_s == 3.0 and isinstance(back.timeouts, Timeouts)
     assert back.baselines == [("eager", "default"), ("compile", "default")]
-    assert back.seed == 7 and back.guard_options == {"allow_cublas": False}
+    assert back.seed == 7 and back.guard_options["allow_cublas"] is False
+    assert back.runtime_guards == ["no-tampering"] and back.tolerance == "cuda-agent"
+    assert s.num_timed == 100 and s.timeouts is not EvalOptions().timeouts  # the shared settings, copied
 
 
 def test_the_candidate_is_told_the_task_and_nothing_secret():
