@@ -54,6 +54,16 @@ class Case:
     # acceptable verdicts with every static guard off: "same" (this expectation), "fail" (reward -1 by
     # the runtime defences), "ok" (passes with the speed it really has: the trick bought nothing)
     without_static: tuple[str, ...] = ()
+    edits: tuple[tuple[str, str], ...] = ()  # (old, new) in model_new.py: a variant of another case's solution
+
+    def solution(self) -> Solution:
+        """The solution this case submits (``load_solution``, with ``edits`` made)."""
+        solution = load_solution(self.path)
+        for old, new in self.edits:
+            if old not in solution.model_new:
+                raise ValueError(f"case {self.name}: {old!r} is not in {self.path / 'model_new.py'}")
+            solution = attrs.evolve(solution, model_new=solution.model_new.replace(old, new))
+        return solution
 
     @property
     def no_static_outcomes(self) -> tuple[str, ...]:
@@ -182,8 +192,10 @@ ATTACKS: list[Case] = [
     # window told by the staged sets it leaves stale
     *_attack("cancelled_tail_pad", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("fail", "same")),
+    # the same with a spin 4x as long: it read 24.5x eager, reward 2, before the intercept cap and the retime
     *_attack("cancelled_tail_pad_long", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
-             also=(("slow", ""),), without_static=("fail", "same")),
+             also=(("slow", ""),), without_static=("fail", "same"), path=CASES_DIR / "cancelled_tail_pad" / "cuda",
+             edits=(("PAD_PERMILLE = 800 ", "PAD_PERMILLE = 4000 "),)),
     *_attack("defer_into_long_end", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("fail", "same")),
     *_attack("stale_set_oracle", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from kag.core.records import EvalResult
-from tests.adversarial.cases import GUARD_NAMES, Case, load_solution, load_task
+from tests.adversarial.cases import GUARD_NAMES, Case, load_task
 
 MAX_BOUNDED_OUTPUT = 1 << 20  # what a flood of stdout may leave in the result
 
@@ -45,7 +45,7 @@ def run_case(case: Case, plugins: Any, do_timing: bool = False, static_guards: b
 
     if case.no_file:
         Path(case.no_file).unlink(missing_ok=True)
-    result = evaluate(load_task(case), load_solution(case.path),
+    result = evaluate(load_task(case), case.solution(),
                       eval_options(case, do_timing or case.timed, static_guards=static_guards), plugins)
     wait_released()  # the evaluation has ended once its judge has
     if case.survivor:

@@ -38,11 +38,11 @@ def test_an_untimed_evaluation_samples_where_the_work_runs(name: str) -> None:
     """Provenance is no privilege of timed evaluations: untimed, a fallback's calls went unsampled and it
     passed as correct (reward 1 where -1 is due). Sampled windows run all the same; an honest kernel passes."""
     from kag.core.eval.evaluate import evaluate, wait_released
-    from tests.adversarial.cases import load_solution, load_task
+    from tests.adversarial.cases import load_task
     from tests.adversarial.runner import eval_options
 
     case = next(c for c in cases("cpu") if c.name == name)
-    result = evaluate(load_task(case), load_solution(case.path), eval_options(case, False, static_guards=False),
+    result = evaluate(load_task(case), case.solution(), eval_options(case, False, static_guards=False),
                       guard_plugins())
     wait_released()
     samples = (result.metadata.get("observed") or {}).get("cpu_samples") or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kag.core.eval.guarding import run_static_guards
-from tests.adversarial.cases import ATTACKS, CASES, GUARD_NAMES, HONEST, Case, load_solution, load_task
+from tests.adversarial.cases import ATTACKS, CASES, GUARD_NAMES, HONEST, Case, load_task
 from tests.adversarial.conftest import guard_plugins
 
 PLUGINS = guard_plugins()
@@ -19,7 +19,7 @@ PLUGINS = guard_plugins()
 def static_violations(case: Case, **override):
     options = {**case.guard_options, **override}
     guards = [PLUGINS.create("guard", name, **options) for name in GUARD_NAMES if name not in case.guards_off]
-    return run_static_guards(guards, load_solution(case.path), load_task(case))
+    return run_static_guards(guards, case.solution(), load_task(case))
 
 
 @pytest.mark.parametrize("case", [c for c in ATTACKS if c.static], ids=lambda c: c.id)
