@@ -374,7 +374,8 @@ class CandidateCalls:
             warm = run_round(estimate_plan(first))
             if warm.failed:
                 return first, 0.0, warm
-            return self.window_calls(proc, sets, warm_per_call_s(warm), load_s), warm_per_call_s(warm), warm
+            per = warm_per_call_s(warm)
+            return self.window_calls(proc, sets, per, load_s), per, warm
         calls = first
         for round_ in range(SIZING_ROUNDS):
             warm = run_round(sizing_plan(calls, first=round_ == 0))
@@ -473,8 +474,9 @@ class CandidateCalls:
         of ``WINDOW_TARGET_S`` of the calls' work as measured, and twice their calls fit. The intercept
         cap bounds a padded short base's gain to ``2 (cap - F) / K`` a call, so it needs many calls; and
         the calls a window holds are sized by the candidate's own windows (judge_timing
-        ``upper_per_call_s``): a solution slow while they are sized and fast after got windows of 5 calls
-        and read 16x eager for twice eager's work (tests/adversarial: cancelled_tail_pad_long). Honest
+        ``upper_per_call_s``), so a solution can be slow while they are sized and fast after.
+        cancelled_tail_pad_long got windows of 5 calls (how its sizing came to 5 was not traced) and read
+        16x eager for twice eager's work under the cap alone (tests/adversarial). Honest
         windows are sized to about ``WINDOW_TARGET_S`` of work and hold over a half of it."""
         from kag.core.eval.judge_timing import MAX_CALLS, WINDOW_TARGET_S, median
 
