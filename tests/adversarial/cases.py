@@ -196,6 +196,15 @@ ATTACKS: list[Case] = [
     *_attack("cancelled_tail_pad_long", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("fail", "same"), path=CASES_DIR / "cancelled_tail_pad" / "cuda",
              edits=(("PAD_PERMILLE = 800 ", "PAD_PERMILLE = 4000 "),)),
+    # the same with a spin of a fixed 0.3 ms, sized to raise the short base's intercept by about the
+    # intercept cap's slack and no more; and the control, the same solution with no spin standing: the
+    # pair shows what a spin under the cap buys (its speed-up over the control's)
+    *_attack("cancelled_tail_pad_tuned", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("fail", "same"), path=CASES_DIR / "cancelled_tail_pad" / "cuda",
+             edits=(("PAD_PERMILLE = 800 ", "PAD_PERMILLE = 1000000 "), ("PAD_CAP_US = 50000 ", "PAD_CAP_US = 300 "))),
+    *_attack("cancelled_tail_pad_none", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("fail", "same"), path=CASES_DIR / "cancelled_tail_pad" / "cuda",
+             edits=(("PAD_CAP_US = 50000 ", "PAD_CAP_US = 0 "),)),
     *_attack("defer_into_long_end", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("fail", "same")),
     *_attack("stale_set_oracle", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,

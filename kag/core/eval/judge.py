@@ -230,10 +230,11 @@ class Judge(CandidateCalls):
                              expect="baseline")
         self.runner_sets: list[list[Any]] = []
 
-    def runner_null_windows(self, count: int, pause_s: float) -> list[float]:
+    def runner_null_windows(self, count: int, pause_s: float, drained: bool = False) -> list[float]:
         """``count`` null windows of the baseline runner, under its observer as the candidate's run,
         each after the candidate's gap (a resumed process's cold start grows with the gap); [] without
-        a runner. Trusted: the runner holds no solution code."""
+        a runner. ``drained``: each less its end (``WindowTiming.drained_null_s``). Trusted: the runner
+        holds no solution code."""
         from kag.core.eval.judge_timing import Plan
         from kag.core.eval.judge_windows import run_windows
 
@@ -249,7 +250,7 @@ class Judge(CandidateCalls):
                                  pause_s=pause_s)
         finally:
             self.runner.exchange(("drop", None), limit, "freeing the runner", expect="dropped")
-        return timing.null_s
+        return timing.drained_null_s() if drained else timing.null_s
 
     def probe_for_runner(self) -> Any:
         return self.gpu_probe()

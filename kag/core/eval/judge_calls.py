@@ -78,7 +78,9 @@ def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
             "windows": {k: plan.order.count(k) for k in sorted(set(plan.order))},
             "window_ms": median_ms(timing.timed_s), "short_window_ms": median_ms(timing.short_s),
             "null_window_ms": median_ms(timing.null_s), "window_end_ms": median_ms(timing.end_s),
-            "intercept_ms": round(timing.intercept_s() * 1e3, 4) if timing.short_s and timing.timed_s else None}
+            "intercept_ms": round(timing.intercept_s() * 1e3, 4) if timing.short_s and timing.timed_s else None,
+            "drained_intercept_ms": (round(timing.drained_intercept_s() * 1e3, 4)
+                                     if timing.short_s and timing.timed_s else None)}
 
 
 NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it
@@ -472,7 +474,7 @@ class CandidateCalls:
     def too_short(self, cand: CandidateProcess, timing: Any) -> int:
         """Windows of how many calls to time again, or 0: where the long windows held under a quarter
         of ``WINDOW_TARGET_S`` of the calls' work as measured, and twice their calls fit. The intercept
-        cap bounds a padded short base's gain to ``2 (cap - F) / K`` a call, so it needs many calls; and
+        cap bounds a padded short base's gain to ``(cap - F) / K`` a call, so it needs many calls; and
         the calls a window holds are sized by the candidate's own windows (judge_timing
         ``upper_per_call_s``), so a solution can be slow while they are sized and fast after.
         cancelled_tail_pad_long got windows of 5 calls (how its sizing came to 5 was not traced) and read
@@ -491,23 +493,25 @@ class CandidateCalls:
         return more
 
     def cap_intercept(self, timing: Any, pause_s: float) -> None:
-        """The baseline runner's null windows bound the intercept of the candidate's long and short
-        windows (kag.core.eval.judge_timing.intercept_cap)."""
+        """The baseline runner's null windows, less their ends, bound the drained intercept of the
+        candidate's long and short windows (kag.core.eval.judge_timing.intercept_cap)."""
         from kag.core.eval.judge_timing import intercept_cap, median
 
-        runner_null = self.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s)
+        runner_null = self.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
         cap = intercept_cap(runner_null)
         if cap is None:
             return
         timing.intercept_cap_s = cap
-        own = timing.intercept_s()
-        self.report.calibration["runner_null_window_ms"] = median_ms(runner_null)
+        own = timing.drained_intercept_s()
+        self.report.calibration["runner_drained_null_ms"] = median_ms(runner_null)
+        self.report.calibration["drained_intercept_ms"] = round(own * 1e3, 4)
         self.report.calibration["intercept_cap_ms"] = round(cap * 1e3, 4)
         if own > cap:
             self.report.notes.append(f"timing: the candidate's windows had an intercept of {own * 1e3:.4g} ms (a window "
-                                     f"of no calls, by its long and short windows) against the baseline runner's null "
-                                     f"windows of {median(runner_null) * 1e3:.4g} ms; its short base counts "
-                                     f"{timing.base_s() * 1e3:.4g} ms, not {median(timing.short_s) * 1e3:.4g}")
+                                     f"of no calls, by its long and short windows less the long ones' ends) against "
+                                     f"the baseline runner's null windows of {median(runner_null) * 1e3:.4g} ms; its "
+                                     f"short base counts {timing.base_s() * 1e3:.4g} ms, not "
+                                     f"{median(timing.short_s) * 1e3:.4g}")
 
     def more_samples(self, cand: CandidateProcess, calls: int, deadline: float, counter: list[int],
                      limit_s: float, at_least: int = 0) -> bool:

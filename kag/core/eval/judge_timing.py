@@ -56,10 +56,11 @@ What a window cannot see, and what covers it:
   (kag.core.eval.candidate).
 - A padded short base: a long window's last call knows it is last (its index), a short window's
   cannot, so work queued after every call and cancelled by the next stands only at a short window's
-  end (tests/adversarial: cancelled_tail_pad). The intercept (2 short - long) counts at most the
-  runner's null windows plus a slack (``intercept_cap``), and windows that held little of their
-  work as measured are timed again with more calls (judge_calls ``too_short``): the pad buys at most
-  ``2 (cap - F) / K`` a call. That bound is the residual.
+  end (tests/adversarial: cancelled_tail_pad). The intercept (2 short - long, both to the moment
+  their calls' work was done) counts at most the runner's null windows to the same moment plus a
+  slack (``intercept_cap``), and windows that held little of their work as measured are timed again
+  with more calls (judge_calls ``too_short``): the pad buys at most ``(cap - F) / K`` a call, the
+  slack and the runner's noise over a window's work. That bound is the residual.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ import attrs
 
 from kag.core.eval.timing import summarize  # noqa: F401 - part of this module's interface
 
-WINDOW_TARGET_S = 0.005  # a GPU window holds about this much work. A CPU window holds one call: CPU calls take
+WINDOW_TARGET_S = 0.010  # a GPU window holds about this much work (a padded short base buys at most the
+# intercept cap's slack over a window's work: ``intercept_cap``; 5 ms before). A CPU window holds one call: CPU calls take
 # milliseconds, and two calls' outputs kept alive defeat malloc's reuse of freed memory (the second call
 # page-faults its output in: eager ReLU's second call took 10 ms instead of 1 on the 2-core machine). So on
 # the CPU the base is the null windows, and the first call's cold start after a resume (caches, TLBs,
@@ -190,6 +192,7 @@ class WindowTiming:
     short_s: list[float] = attrs.field(factory=list)
     null_s: list[float] = attrs.field(factory=list)
     end_s: list[float] = attrs.field(factory=list)  # long windows' ends: their time after the calls' work
+    null_end_s: list[float] = attrs.field(factory=list)  # ... and the null windows' ends
     sampled_s: list[float] = attrs.field(factory=list)  # sampled windows, less the time their stops took
     verified: list[int] = attrs.field(factory=list)
     failed: bool = False  # a compared output was wrong: the timing stopped there
@@ -217,8 +220,21 @@ class WindowTiming:
         if self.base_cap_s is not None and windows is self.null_s:
             return min(base, self.base_cap_s)
         if self.intercept_cap_s is not None and windows is self.short_s and self.timed_s:
-            return min(base, (median(self.timed_s) + self.intercept_cap_s) / 2)
+            return min(base, (median(self.drained_long_s()) + self.intercept_cap_s) / 2)
         return base
+
+    def drained_long_s(self) -> list[float]:
+        """The long windows less their ends: each up to the moment its calls' work was done, as a short
+        window is timed."""
+        if len(self.end_s) != len(self.timed_s):
+            return list(self.timed_s)
+        return [w - e for w, e in zip(self.timed_s, self.end_s)]
+
+    def drained_null_s(self) -> list[float]:
+        """The null windows less their ends (the path of a window up to its calls' answers)."""
+        if len(self.null_end_s) != len(self.null_s):
+            return list(self.null_s)
+        return [w - e for w, e in zip(self.null_s, self.null_end_s)]
 
     def per_call_s(self) -> list[float]:
         """Each long window's time per call, less the base (``base_s``)."""
@@ -231,6 +247,11 @@ class WindowTiming:
         medians (``2 short - long``): the path's cost per window, and whatever a window's first calls
         pay more than the rest."""
         return 2 * median(self.short_s) - median(self.timed_s)
+
+    def drained_intercept_s(self) -> float:
+        """``intercept_s`` with the long windows less their ends (``drained_long_s``): both kinds timed
+        alike, to the moment their calls' work was done. What ``intercept_cap`` bounds."""
+        return 2 * median(self.short_s) - median(self.drained_long_s())
 
     def resolution_s(self) -> float:
         """What the base's own noise is worth per call: one standard error of its median."""
@@ -249,12 +270,13 @@ def null_base_cap(runner_null_s: list[float]) -> float | None:
     return NULL_CAP_RATIO * median(runner_null_s) + NULL_CAP_SLACK_S
 
 
-INTERCEPT_SLACK_S = 1.0e-3  # a candidate's intercept counts at most the runner's null window plus this
+INTERCEPT_SLACK_S = 0.6e-3  # a candidate's drained intercept counts at most the runner's drained null window plus this
 
 
-def intercept_cap(runner_null_s: list[float]) -> float | None:
-    """The most a candidate's intercept (``WindowTiming.intercept_s``: 2 short - long, what a window of
-    no calls would take) may count: the baseline runner's null windows plus ``INTERCEPT_SLACK_S``.
+def intercept_cap(runner_drained_null_s: list[float]) -> float | None:
+    """The most a candidate's drained intercept (``WindowTiming.drained_intercept_s``: 2 short - long,
+    the long windows less their ends, what a window of no calls would take to its calls' answers and
+    their work) may count: the baseline runner's null windows less their ends, plus ``INTERCEPT_SLACK_S``.
 
     A short window's last call cannot know it is last, but a long window's can (its index, ``K - 1``):
     a solution that queues after every call a spin the next call cancels leaves one standing only
@@ -262,14 +284,19 @@ def intercept_cap(runner_null_s: list[float]) -> float | None:
     That raises the short base by the spin ``P`` and the intercept by ``2P``; a call reads
     ``c - 2P/K``, with no limit in ``P`` before this bound. No window design that takes long less
     short refuses it by itself (the spin can depend on the call's index), so the base is bounded
-    from outside: the short base counts at most ``(long + cap) / 2``, and a spin buys at most
-    ``2 (cap - F) / K`` a call, ``F`` the honest intercept. Honest intercepts on an H100 were -0.5 to
-    1.2 ms against runner null windows of 0.5-0.9 ms (one relu candidate 2.6 and 4.5 ms: a CPU-bound
-    path whose first calls after a resume are slower; that reads slower under the cap, never faster):
-    bench/results/2026-11-28-sizing."""
-    if len(runner_null_s) < 3:
+    from outside: the short base counts at most ``(drained long + cap) / 2``, and a spin buys at most
+    ``(cap - F) / K`` a call, ``F`` the honest drained intercept (tests/adversarial:
+    cancelled_tail_pad_tuned, a spin sized to stay under the cap).
+
+    Both sides of the bound leave the ends out: a long window's end (0.2-0.5 ms on an H100, untrusted
+    in the candidate's) is not in a short window, and the runner's null windows hold one each, so the
+    first cap (the runner's whole null windows plus 1 ms, against 2 short - long) left the spin about
+    2 ends more than the slack (1.1-2.3 ms of a call's 5-12 ms windows: 10-50%). The slack is what a
+    candidate's first calls after a resume honestly pay more than the runner's null path (its own
+    code's cold start); more reads slower, never faster: bench/results/2026-11-28-tight-cap."""
+    if len(runner_drained_null_s) < 3:
         return None
-    return median(runner_null_s) + INTERCEPT_SLACK_S
+    return median(runner_drained_null_s) + INTERCEPT_SLACK_S
 
 
 def skipped_work(estimates_s: list[float], verified_s: list[float]) -> str | None:

@@ -65,6 +65,7 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
             timing.end_s.append(proc.end_s)
         elif kind == "null":
             timing.null_s.append(window)
+            timing.null_end_s.append(proc.end_s)
         elif kind == "short":
             timing.short_s.append(window)
         if after is not None and calls:

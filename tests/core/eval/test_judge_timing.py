@@ -153,7 +153,7 @@ def test_gpu_windows_are_sized_by_a_bound_that_noise_and_the_end_only_raise():
     bound = upper_per_call_s(timing, skip=1)  # the warm-up (9 ms) and the slow window (4 ms) do not count
     assert abs(bound - (path / 5 + 24e-6)) < 1e-12
     calls = choose_calls(bound, 1 << 20, 1 << 40, gpu=True)
-    assert 20 <= calls < MAX_CALLS  # the path's share of 5 calls: the next round holds 27
+    assert 20 <= calls < MAX_CALLS  # the path's share of 5 calls: the next round holds 55
     bigger = WindowTiming(calls=calls, timed_s=[path + calls * 24e-6 + end] * 2, end_s=[end] * 2)
     assert upper_per_call_s(bigger, skip=0) < SMALL_CALL_S  # ... and its bound sizes a window of every call that fits
     assert choose_calls(upper_per_call_s(bigger, skip=0), 1 << 20, 1 << 40, gpu=True) == MAX_CALLS
@@ -297,7 +297,7 @@ class _SizedWindows:
                             end_s=[self.end_s] * len(plan.order))
 
 
-@pytest.mark.parametrize("call_s, expected", [(24e-6, MAX_CALLS), (0.5e-3, 9), (20e-3, 2)])
+@pytest.mark.parametrize("call_s, expected", [(24e-6, MAX_CALLS), (0.5e-3, 19), (20e-3, 2)])
 def test_gpu_windows_grow_round_by_round_until_they_hold_their_work(call_s, expected):
     from kag.core.eval.judge_calls import CandidateCalls
 
@@ -311,31 +311,39 @@ def test_gpu_windows_grow_round_by_round_until_they_hold_their_work(call_s, expe
 def test_a_short_base_padded_at_its_end_is_bounded_by_the_runners_null_windows():
     """A spin left standing only at a short window's end (the next call would cancel it; a long
     window's last call, known by its index, leaves none) raises the short base by ``P`` and a call
-    reads ``c - 2P/K``: without a bound, as fast as the spin is long. The intercept cap bounds it."""
+    reads ``c - 2P/K``: without a bound, as fast as the spin is long. The intercept cap bounds it to
+    ``(cap - F) / K``, both sides taken to the moment their calls' work was done (no end in either)."""
     from kag.core.eval.judge_timing import INTERCEPT_SLACK_S, intercept_cap
 
-    calls, c, path = 64, 80e-6, 0.6e-3
-    honest = WindowTiming(calls=calls, short_calls=32, timed_s=[path + calls * c] * 20,
-                          short_s=[path + 32 * c] * 20)
-    cap = intercept_cap([0.55e-3] * 12)
+    calls, c, path, end = 64, 80e-6, 0.6e-3, 0.4e-3
+    honest = WindowTiming(calls=calls, short_calls=32, timed_s=[path + calls * c + end] * 20,
+                          end_s=[end] * 20, short_s=[path + 32 * c] * 20)
+    assert honest.drained_intercept_s() == pytest.approx(path) and honest.intercept_s() == pytest.approx(path - end)
+    runner = WindowTiming(null_s=[0.55e-3 + end] * 12, null_end_s=[end] * 12)
+    cap = intercept_cap(runner.drained_null_s())
     assert cap == pytest.approx(0.55e-3 + INTERCEPT_SLACK_S) and intercept_cap([0.5e-3] * 2) is None
     honest.intercept_cap_s = cap
-    assert statistics.median(honest.per_call_s()) == pytest.approx(c)  # an honest intercept is under the cap
-    for spin in (1e-3, 10e-3, 100e-3):
-        padded = WindowTiming(calls=calls, short_calls=32, timed_s=list(honest.timed_s),
+    honest_read = statistics.median(honest.per_call_s())  # an honest intercept is under the cap
+    assert honest_read == pytest.approx(c + 2 * end / calls)  # the long window's end, charged as before
+    for spin in (0.2e-3, 1e-3, 10e-3, 100e-3):
+        padded = WindowTiming(calls=calls, short_calls=32, timed_s=list(honest.timed_s), end_s=list(honest.end_s),
                               short_s=[w + spin for w in honest.short_s])
         free = statistics.median(padded.per_call_s())
-        assert free < c - 2 * min(spin, 32 * c) / calls + 1e-9  # uncapped, the spin buys its length
+        assert free < honest_read - 2 * min(spin, 32 * c) / calls + 1e-9  # uncapped, the spin buys its length
         padded.intercept_cap_s = cap
         bounded = statistics.median(padded.per_call_s())
-        assert bounded >= c - 2 * (cap - path) / calls - 1e-12  # capped: the cap less the honest intercept
+        assert bounded >= honest_read - (cap - path) / calls - 1e-12  # capped: the cap less the honest intercept
         assert bounded >= 0.5 * c
+    # the first cap (whole null windows, 2 short - long with the long window's end in it) left 2 ends more
+    loose = WindowTiming(calls=calls, short_calls=32, timed_s=list(honest.timed_s), end_s=[],
+                         short_s=[w + 100e-3 for w in honest.short_s], intercept_cap_s=runner.null_s[0] + INTERCEPT_SLACK_S)
+    assert statistics.median(loose.per_call_s()) < bounded - 1.5 * end / calls
 
 
 def test_windows_that_held_little_of_their_work_are_timed_again_with_more_calls():
     """The calls a window holds are sized by the candidate's own windows: one slow while they are
     sized and fast after gets few calls, and the intercept cap, which bounds a padded short base to
-    ``2 (cap - F) / K`` a call, is loose for few calls. Such windows are timed again with more."""
+    ``(cap - F) / K`` a call, is loose for few calls. Such windows are timed again with more."""
     from types import SimpleNamespace
 
     from kag.core.eval.judge_calls import CandidateCalls

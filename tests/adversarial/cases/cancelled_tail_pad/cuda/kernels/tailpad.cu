@@ -1,7 +1,8 @@
 // ReLU done twice (twice an honest call's work), plus a "tail pad": a one-thread kernel queued after
 // each call's work that spins on the GPU's global timer until either the NEXT call cancels it (a
 // word in host-mapped memory the kernel polls) or it has padded the window by a share of the GPU
-// time the window has taken so far. Only a call with no successor leaves its pad standing.
+// time the window has taken so far, or a fixed length (cap_ns) if shorter. Only a call with no successor
+// leaves its pad standing.
 #include <cuda_runtime.h>
 #include <cstdint>
 
@@ -55,8 +56,9 @@ extern "C" cudaError_t tail_stamp(cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t tail_pad(unsigned long long seq, unsigned int permille, cudaStream_t stream) {
-  tail_pad_kernel<<<1, 1, 0, stream>>>(d_cancel, d_t0, seq, permille, 50000000ull /* 50 ms at most */);
+extern "C" cudaError_t tail_pad(unsigned long long seq, unsigned int permille, unsigned long long cap_ns,
+                                cudaStream_t stream) {
+  tail_pad_kernel<<<1, 1, 0, stream>>>(d_cancel, d_t0, seq, permille, cap_ns);
   return cudaGetLastError();
 }
 

@@ -7,7 +7,8 @@ extern "C" cudaError_t relu_launch(const float* x, float* y, int64_t n, cudaStre
 extern "C" cudaError_t tail_init();
 extern "C" void tail_cancel(unsigned long long seq);
 extern "C" cudaError_t tail_stamp(cudaStream_t stream);
-extern "C" cudaError_t tail_pad(unsigned long long seq, unsigned int permille, cudaStream_t stream);
+extern "C" cudaError_t tail_pad(unsigned long long seq, unsigned int permille, unsigned long long cap_ns,
+                                cudaStream_t stream);
 
 static torch::Tensor relu_twice(const torch::Tensor& x) {
   TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "relu: bad input");
@@ -32,8 +33,9 @@ static void tp_stamp() {
   TORCH_CHECK(err == cudaSuccess, "tail_stamp: ", cudaGetErrorString(err));
 }
 
-static void tp_pad(int64_t seq, int64_t permille) {
-  cudaError_t err = tail_pad((unsigned long long)seq, (unsigned int)permille, c10::cuda::getCurrentCUDAStream().stream());
+static void tp_pad(int64_t seq, int64_t permille, int64_t cap_ns) {
+  cudaError_t err = tail_pad((unsigned long long)seq, (unsigned int)permille, (unsigned long long)cap_ns,
+                             c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "tail_pad: ", cudaGetErrorString(err));
 }
 
