@@ -36,7 +36,7 @@ from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
-BASELINE_METHOD = "judge-windows-observed-after-first"  # how a cached baseline was timed: entries of another method are not reused
+BASELINE_METHOD = "judge-windows-observed-after-first-intercept"  # how a cached baseline was timed: entries of another method are not reused
 
 
 class Judge(CandidateCalls):
@@ -177,7 +177,8 @@ class Judge(CandidateCalls):
                         self.load_baseline(name, mode)
                         loaded.append(True)
                     with meter.measuring():
-                        return summarize(self.time_runner(name))
+                        per_call_ms, intercept_ms = self.time_runner(name)
+                    return attrs.evolve(summarize(per_call_ms), intercept_ms=intercept_ms)
 
                 def measured() -> Any:  # the slot's wait with the load of the timed windows so far
                     cond = attrs.evolve(slot)
@@ -266,9 +267,10 @@ class Judge(CandidateCalls):
             self.probe = GpuProbe(self.device, CandidateFailure)
         return self.probe
 
-    def time_runner(self, name: str) -> list[float]:
+    def time_runner(self, name: str) -> tuple[list[float], float | None]:
         """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
-        first window), then timed and null windows in a secret order. Per-call milliseconds."""
+        first window), then timed and null windows in a secret order. Per-call milliseconds, and the
+        windows' drained intercept in milliseconds where they had short ones (a GPU)."""
         from kag.core.eval.judge_calls import window_summary
         from kag.core.eval.judge_timing import Plan, timed_windows, warmup_windows
         from kag.core.eval.judge_windows import run_windows
@@ -303,7 +305,8 @@ class Judge(CandidateCalls):
                              phase=f"timing the {name} baseline", deadline=deadline, counter=counter)
         self.report.calibration.setdefault("baselines", {})[name] = window_summary(timing, plan)
         resolution = timing.resolution_s()
-        return [max(t, resolution) * 1000.0 for t in timing.per_call_s()]
+        intercept = timing.drained_intercept_s() * 1e3 if timing.short_s and timing.timed_s else None
+        return [max(t, resolution) * 1000.0 for t in timing.per_call_s()], intercept
 
     def retime_baselines(self, timed: dict[str, Any]) -> None:
         """After the candidate is gone: re-time, uncached, each baseline whose timing conditions

@@ -493,23 +493,28 @@ class CandidateCalls:
         return more
 
     def cap_intercept(self, timing: Any, pause_s: float) -> None:
-        """The baseline runner's null windows, less their ends, bound the drained intercept of the
-        candidate's long and short windows (kag.core.eval.judge_timing.intercept_cap)."""
+        """The baseline runner's null windows, less their ends, and the baselines' own drained intercepts
+        (timed before the candidate's windows, or cached with their timing) bound the drained intercept
+        of the candidate's long and short windows (kag.core.eval.judge_timing.intercept_cap)."""
         from kag.core.eval.judge_timing import intercept_cap, median
 
         runner_null = self.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
-        cap = intercept_cap(runner_null)
+        timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
+        baselines = tuple(s.intercept_ms * 1e-3 for s in timed if s is not None and s.intercept_ms is not None)
+        cap = intercept_cap(runner_null, baselines)
         if cap is None:
             return
         timing.intercept_cap_s = cap
         own = timing.drained_intercept_s()
         self.report.calibration["runner_drained_null_ms"] = median_ms(runner_null)
+        self.report.calibration["baseline_intercepts_ms"] = [round(b * 1e3, 4) for b in baselines]
         self.report.calibration["drained_intercept_ms"] = round(own * 1e3, 4)
         self.report.calibration["intercept_cap_ms"] = round(cap * 1e3, 4)
         if own > cap:
             self.report.notes.append(f"timing: the candidate's windows had an intercept of {own * 1e3:.4g} ms (a window "
                                      f"of no calls, by its long and short windows less the long ones' ends) against "
-                                     f"the baseline runner's null windows of {median(runner_null) * 1e3:.4g} ms; its "
+                                     f"the baseline runner's null windows of {median(runner_null) * 1e3:.4g} ms and "
+                                     f"the baselines' own {', '.join(f'{b * 1e3:.4g}' for b in baselines) or 'none'}; its "
                                      f"short base counts {timing.base_s() * 1e3:.4g} ms, not "
                                      f"{median(timing.short_s) * 1e3:.4g}")
 

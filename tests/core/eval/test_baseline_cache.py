@@ -75,6 +75,17 @@ def test_a_settled_timing_is_cached_signed_with_its_facts(tmp_path: Path) -> Non
     assert stat.S_IMODE(os.stat(tmp_path / "baselines.json.lock").st_mode) == 0o600
 
 
+def test_a_cached_gpu_timing_keeps_its_windows_intercept(tmp_path: Path) -> None:
+    """The candidate's intercept is bounded by the baselines' own (judge_timing.intercept_cap): a cache
+    hit must lend it as a fresh timing does."""
+    import attrs
+
+    timed = attrs.evolve(stats(0.0345), intercept_ms=4.13)
+    assert BaselineCache(tmp_path).put(KEY, timed)
+    hit = BaselineCache(tmp_path).get(KEY)
+    assert hit is not None and hit.stats.intercept_ms == 4.13
+
+
 def test_a_noisy_timing_is_not_cached(tmp_path: Path) -> None:
     cache = BaselineCache(tmp_path)
     assert not cache.put(KEY, stats(11.4, 14 / 11.4))  # the outlier seen on a loaded machine
