@@ -1,7 +1,7 @@
 """Run every CUDA case of the adversarial corpus (tests/adversarial/cases.py) through the real
 evaluator on this machine's GPU and print a table: case, expected, got, ok.
 
-    python bench/adversarial.py [--only NAME,...] [--no-timing] [--cpu] [--shard K/N] [--jobs J]
+    python bench/scripts/adversarial.py [--only NAME,...] [--no-timing] [--cpu] [--shard K/N] [--jobs J]
                                 [--no-static-guards] [--family]
 
 Every case goes through ``tests.adversarial.runner.run_case``: the same ``kag.core.eval.evaluate`` wiring
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.adversarial.cases import cases  # noqa: E402
@@ -49,7 +49,7 @@ def used_mb() -> float | None:
 
 
 def markdown(rows: list[dict], device: str, backend: str) -> str:
-    """The committed form of the table (bench/adversarial.md)."""
+    """The committed form of the table (adversarial*.md in bench/results/*/)."""
     right = sum(r["ok"] for r in rows)
     fp = sum(r["honest"] and not r["ok"] for r in rows)
     lines = [f"# Adversarial corpus ({backend}) on {device}", "",

@@ -1,7 +1,7 @@
 """The main job's and the test command's times, idle and beside a busy `kag serve` (issue 29).
 
-    python3 bench/beside_serve.py --mode idle   [--skip-tests] [--out bench/load/beside_serve.md]
-    python3 bench/beside_serve.py --mode beside [--skip-tests] [--out ...]
+    python3 bench/scripts/beside_serve.py --mode idle   [--skip-tests] [--out bench/out/beside_serve.md]
+    python3 bench/scripts/beside_serve.py --mode beside [--skip-tests] [--out ...]
 
 ``idle``: the README's main job (`bash examples/run_example.sh relu`, a cold cache of its own), then
 its test command (`python3 -m pytest -q -m "not slow"`), each timed. ``beside``: the same while a
@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import Server, env_for, kag  # noqa: E402
 
@@ -72,7 +72,7 @@ def main() -> int:
     ap.add_argument("--mode", choices=["idle", "beside"], required=True)
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--logs", default=tempfile.gettempdir(), help="where the jobs' logs are kept")
-    ap.add_argument("--out", default=str(REPO / "bench" / "load" / "beside_serve.md"))
+    ap.add_argument("--out", default=str(REPO / "bench" / "out" / "beside_serve.md"))
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kag-beside-"))
     env = dict(os.environ, KAG_CACHE_DIR=str(work / "job-cache"))
@@ -110,6 +110,7 @@ def main() -> int:
                          f"median {sorted(s for _, s in v)[len(v) // 2]:.0f} s" for n, v in by.items())
         lines.append(f"| {stamp} | beside | kag serve's two clients meanwhile | | | | {text} |")
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     if not out.exists():
         out.write_text(f"machine: {os.cpu_count()} CPUs\n\n| when | mode | what | exit | seconds | load average "
                        f"(start -> end) | last line / clients |\n|---|---|---|---|---|---|---|\n")

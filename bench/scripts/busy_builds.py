@@ -1,6 +1,6 @@
 """Builds on a busy machine (issue 29, item 0): N submissions at once through ``kag serve``, cold cache.
 
-    python bench/busy_builds.py --n 16 [--phases same,different] [--out bench/load/busy_builds_cpu.md]
+    python bench/scripts/busy_builds.py --n 16 [--phases same,different] [--out bench/out/busy_builds_cpu.md]
 
 ``same``: N ``kag score --server`` clients submit one honest solution (the CPU ReLU example) at once to
 a server started on an empty cache (``kag serve --warm 2``, the issue's scenario); each must get the

@@ -2,7 +2,7 @@
 
 The judge compares every check's output with the reference's: for KernelBench's largest level-1
 outputs (4096 x 393216 fp32, 6.4 GB) this is part of every evaluation's latency.
-Usage: python bench/compare_speed.py
+Usage: python bench/scripts/compare_speed.py
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """How well ``kag data decontam`` sees through rewrites of KernelBench, and what it drops by mistake.
 
-    python bench/decontam_kernelbench.py [--kernelbench PATH] [--composed N] [--out FILE.json]
+    python bench/scripts/decontam_kernelbench.py [--kernelbench PATH] [--composed N] [--out FILE.json]
 
 Every KernelBench task (levels 1-3) is rewritten four ways by AST transforms (below) and scored
 against the whole benchmark; a rewrite is caught when its score is at or above the threshold.
@@ -23,11 +23,12 @@ import ast
 import collections
 import copy
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 FUNCTIONAL = {  # module type -> functional call (x = the input, {m} = the module attribute)
     "Linear": "F.linear(x, self.{m}.weight, self.{m}.bias)",
@@ -232,7 +233,8 @@ def composed_tasks(n: int) -> list[tuple[str, str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kernelbench", default="/work/shared/kernelbench")
+    ap.add_argument("--kernelbench", default=os.environ.get("KAG_KERNELBENCH", ".kb"),
+                    help="KernelBench levels 1-3 (default: $KAG_KERNELBENCH, else .kb)")
     ap.add_argument("--composed", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--out", default=None)

@@ -4,7 +4,7 @@ On one workspace, in one run, it reports: the cold build, the rebuild after edit
 a full `torch.utils.cpp_extension.load` rebuild of the same sources (what the paper's compile
 script does every time), `kag score` end to end with cold and with cached baselines, and the
 spread of 10 repeated timings of one candidate. Prints a table; writes JSON to $OUT if set.
-Usage: python bench/evaluator.py [--example relu] [--task PATH_TO_TASK.py]
+Usage: python bench/scripts/evaluator.py [--example relu] [--task PATH_TO_TASK.py]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

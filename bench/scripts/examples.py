@@ -2,7 +2,7 @@
 
 Prints a table (example, task, correct, candidate/eager/compile ms, speed-ups, reward) and writes
 JSON to $OUT if set. KernelBench tasks come from $KAG_KERNELBENCH (else the bundled sample).
-Usage: python bench/examples.py [NAME ...] [--num-checks N] [--repeat K]
+Usage: python bench/scripts/examples.py [NAME ...] [--num-checks N] [--repeat K]
 (--num-checks: correctness checks per evaluation, default 5; --repeat: evaluations per example, each
 on new secret inputs; notes such as near misses settled by the float64 reference are printed)
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

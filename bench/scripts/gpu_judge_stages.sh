@@ -22,7 +22,7 @@
 #              task's candidate has it (bench/scripts/gpu_probe_nvrtc.py)
 #   nvrtctests the NVRTC wall's test file, its slow build test included
 #   rebuild    a one-kernel edit (cuda and nvrtc backends) and a binding edit (precompiled torch header on
-#              and off), through kag's own build (bench/nvrtc/rebuild.py)
+#              and off), through kag's own build (bench/scripts/nvrtc_rebuild.py)
 #   compileprobe  why torch.compile's baseline of diag_matmul does not settle (gpu_probe_compile_spread.py)
 #   smallpath  why eager reads slower than the candidate for ~20-50 us kernels: windows as the judge runs
 #              them, bare, under a CPU-only profiler and under kag's observer (gpu_probe_small_path.py)
@@ -33,8 +33,8 @@
 #   oldtree    the same two cases (OLD_ONLY: others) on the code before (a tree in .old, carried: `git archive <commit>` plus
 #              the cases), to show what the attack bought there
 #   nullcap    a GPU null base bounded by the runner's (13 GB a call: windows of one call), honest and padded
-# Logs and tables go to $OUT.   bash bench/device_issue27.sh fidelity latency
-source bench/device_env.sh
+# Logs and tables go to $OUT.   bash bench/scripts/gpu_judge_stages.sh fidelity latency
+source bench/scripts/env.sh
 for stage in "$@"; do
   case "$stage" in
     fidelity)
@@ -54,7 +54,7 @@ for stage in "$@"; do
       timeout 240 python3 - <<'EOF' 2>&1 | tee "$OUT/latency.log" | cut -c1-400
 import json, os, sys
 from pathlib import Path
-sys.path.insert(0, "bench")
+sys.path.insert(0, "bench/scripts")
 from evaluator import score_through_server
 repo = Path.cwd()
 env = dict(os.environ)
@@ -82,12 +82,12 @@ EOF
         | tee "$OUT/gputests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
-      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --no-static-guards --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs 4 --no-static-guards --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
         | tee "$OUT/nostatic.log" | cut -c1-200
       mkdir -p "$OUT/nostatic" && mv "$OUT"/adversarial* "$OUT/nostatic/" 2>/dev/null ;;
     static)
       step "adversarial corpus (CUDA), static guards on, timed, shard ${SHARD:-1/1}"
-      timeout "${ADV_TIMEOUT:-540}" python3 bench/adversarial.py --jobs 4 --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs 4 --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
         | tee "$OUT/static.log" | cut -c1-200
       mkdir -p "$OUT/static" && mv "$OUT"/adversarial* "$OUT/static/" 2>/dev/null ;;
     wallprobe)
@@ -115,8 +115,8 @@ EOF
         | tee "$OUT/nvrtctests.log" | tail -8 ;;
     rebuild)
       step "rebuild after a one-kernel edit, and after a binding edit with the torch header precompiled or not"
-      timeout 240 python3 bench/nvrtc/rebuild.py --edits 3 2>&1 | tee "$OUT/rebuild.log"
-      timeout 300 python3 bench/nvrtc/rebuild.py --edits 3 --binding 2>&1 | tee -a "$OUT/rebuild.log" ;;
+      timeout 240 python3 bench/scripts/nvrtc_rebuild.py --edits 3 2>&1 | tee "$OUT/rebuild.log"
+      timeout 300 python3 bench/scripts/nvrtc_rebuild.py --edits 3 --binding 2>&1 | tee -a "$OUT/rebuild.log" ;;
     compileprobe)
       step "torch.compile's spread in one process: bare, under the profiler, with ranges"
       timeout 300 python3 bench/scripts/gpu_probe_compile_spread.py --out "$OUT" 2>&1 | tee "$OUT/compileprobe.log" | cut -c1-400 ;;

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# One device call for the nvrtc backend (issue 15, item 5): versions, rebuild after a one-kernel edit
-# (nvrtc vs nvcc), the same reward for the examples that have both flavours, and the GPU tests
-# (an nvrtc solution scores like its nvcc twin; cupy's library kernels are foreign to provenance).
-#   bash bench/nvrtc/device.sh        (from the repo root on the GPU machine; logs under $OUT)
-source bench/device_env.sh
+# The nvrtc backend on one GPU: versions, rebuild after a one-kernel edit (nvrtc vs nvcc), the same
+# reward for the examples that have both flavours, and the GPU tests (an nvrtc solution scores like
+# its nvcc twin; cupy's library kernels are foreign to provenance). SKIP_REBUILD=1 skips the rebuild.
+# Needs: one NVIDIA GPU, CUDA torch, nvcc, cupy (its NVRTC).
+# Writes: rebuild.log and score_<example>_<backend>.{json,err} to $KAG_BENCH_OUT (default
+# bench/out/gpu_nvrtc/).
+#   bash bench/scripts/gpu_nvrtc.sh
+source "$(dirname "$0")/env.sh"
 step "versions"
 python3 -c "import cupy, torch; from cupy_backends.cuda.libs import nvrtc; print('cupy', cupy.__version__, 'nvrtc', nvrtc.getVersion(), 'torch', torch.__version__, torch.cuda.get_device_name())"
 if [ -z "${SKIP_REBUILD:-}" ]; then
   step "rebuild after a one-kernel edit"
-  timeout 200 python3 bench/nvrtc/rebuild.py --edits 5 2>&1 | tee "$OUT/rebuild.log"
+  timeout 200 python3 bench/scripts/nvrtc_rebuild.py --edits 5 2>&1 | tee "$OUT/rebuild.log"
 fi
 step "the same reward: nvrtc vs cuda"
 for op in relu:19_ReLU sigmoid:21_Sigmoid tanh:22_Tanh; do

@@ -14,7 +14,7 @@ on its own clock and the kernel with CUDA events, after the parent did, between 
 
 and the same kernel timed in the parent alone (flush before each call). Prints one table.
 
-    python bench/probe/context_switch.py [--iters 30]
+    python bench/scripts/gpu_probe_context_switch.py [--iters 30]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Prints one JSON object: kernel features (Landlock ABI, seccomp, cgroups, ptrace 
 file modes), CUDA IPC between a root process and a process under another uid (both directions,
 the root side non-dumpable), GPU time slicing seen by a probe kernel while another context is
 busy, pipe round trips, SIGSTOP/SIGCONT costs and the cost of a device-wide synchronise.
-Usage: python3 bench/probe/device_probe.py [--out FILE]
+Usage: python3 bench/scripts/gpu_probe_device.py [--out FILE]
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Each case runs in a fresh interpreter: a root parent (the judge; non-dumpable wh
 so) forks a child (the candidate) before any CUDA call, confines it as the case says, then the
 child shares a CUDA tensor with the parent and the parent shares one with the child, and the child
 tries the judge's /proc/<pid>/mem. Prints one JSON line per case.
-Usage: python3 bench/probe/ipc_confine_probe.py            (all cases)
+Usage: python3 bench/scripts/gpu_probe_ipc_confine.py            (all cases)
 """
 from __future__ import annotations
 

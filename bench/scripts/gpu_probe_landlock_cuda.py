@@ -1,6 +1,6 @@
 """Which Landlock rules CUDA's initialisation needs (device probe): for each variant, a fresh
 interpreter applies the candidate's policy plus the variant's extra rules, then starts CUDA.
-Prints one line per variant. Usage: python3 bench/probe/landlock_cuda_probe.py"""
+Prints one line per variant. Usage: python3 bench/scripts/gpu_probe_landlock_cuda.py"""
 from __future__ import annotations
 
 import json

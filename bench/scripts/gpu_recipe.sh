@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # The paper's five-stage training recipe (warmup -> collect -> rft -> value-pretrain -> agentic) on one
-# GPU, in ONE device call of at most ~8 minutes, through the real CLI:
+# GPU, in one run of at most ~8 minutes, through the real CLI:
 #   1. `kag train recipe --config examples/train/recipe_h100.toml`, SIGKILLed after KILL_S (40) seconds
 #      (a crash in the middle of a stage: nothing is saved on the way out)
 #   2. the same command again: it resumes at the stage it stopped in (from that stage's checkpoint)
 #      and runs to the end, or until the time budget runs out (then the report shows what ran)
 #   3. `kag train report` -> report.md; then a table of the stages' first/last rewards
-# Results in $OUT/recipe_h100/ (the device tool's return folder; ./bench_out without it): report.md,
-# recipe.json, STAGE/metrics.jsonl and STAGE/curves.png, the two runs' logs. Checkpoints and the
-# trajectories stay on the device (not needed to read the results).
-# Run from the repo root:  bash bench/recipe_gpu.sh
-# Needs only what the device has (torch, transformers, matplotlib): no vLLM, no DeepSpeed, no wheels.
+# Needs: one NVIDIA GPU with about 80 GB (an H100: examples/train/recipe_h100.toml is sized for it),
+# CUDA torch, transformers, matplotlib; no vLLM, no DeepSpeed.
+# Writes: recipe_h100/ in $KAG_BENCH_OUT (default bench/out/gpu_recipe/): report.md, recipe.json,
+# STAGE/metrics.jsonl and STAGE/curves.png, the two runs' logs. Checkpoints and the trajectories stay
+# in a scratch folder (not needed to read the results).
+#   bash bench/scripts/gpu_recipe.sh
 # CPU smoke test of the same script (a minute or two):
-#   KAG_RECIPE_DEVICE=cpu KAG_RECIPE_QUICK=1 bash bench/recipe_gpu.sh
+#   KAG_RECIPE_DEVICE=cpu KAG_RECIPE_QUICK=1 bash bench/scripts/gpu_recipe.sh
 set -uo pipefail
-OUT=${OUT:-$PWD/bench_out}
+OUT="${KAG_BENCH_OUT:-}"  # a relative path is taken from where the script was started
+if [ -n "$OUT" ]; then mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); fi
+cd "$(dirname "$0")/../.." || exit 1
+OUT="${OUT:-$PWD/bench/out/gpu_recipe}"
 DEVICE=${KAG_RECIPE_DEVICE:-cuda}
 QUICK=${KAG_RECIPE_QUICK:-0}
 BUDGET_S=${KAG_RECIPE_BUDGET_S:-440}   # both runs together

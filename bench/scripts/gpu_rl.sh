@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# RL on one GPU, in ONE device call (about 5 minutes; every phase has its own time limit):
+# RL on one GPU, in one run of about 5 minutes (every phase has its own time limit):
 #   (a) the copy-digit learning check: warm-up PPO, plain torch engine, 40 steps -> curve PNG + metrics
 #   (b) `kag train warmup` and `kag train agentic` with engine = "deepspeed", ZeRO-2, bf16, for a few
 #       steps each (plus a resume from the DeepSpeed checkpoint) -> step time and tokens/s
-# then prints a table. Results go to $OUT (the device tool's return folder; ./bench_out without it).
-#
-# Run from the repo root, carrying the wheels (DeepSpeed 0.19.8 built with DS_BUILD_OPS=0 and the
-# deps the device lacks: hjson, pydantic, pydantic-core, annotated-types, typing-inspection,
-# typing-extensions), e.g. device run: carry [".whl"], command "bash bench/rl_gpu.sh".
-# Building them here (4.7 MB):
+# then prints a table.
+# Needs: one NVIDIA GPU, CUDA torch, transformers, matplotlib, and DeepSpeed: wheels in
+# $KAG_RL_WHEELS (default .whl: DeepSpeed 0.19.8 built with DS_BUILD_OPS=0 and the deps a bare CUDA
+# torch image lacks: hjson, pydantic, pydantic-core, annotated-types, typing-inspection,
+# typing-extensions), installed into a scratch folder; KAG_RL_WHEELS=none uses what PYTHONPATH has.
+# Writes: rl_gpu.log, learning_<device>_metrics.jsonl, warmup_copy_digit_<device>.png,
+# deepspeed_{warmup,agentic}_metrics.jsonl and deepspeed.json to $KAG_BENCH_OUT (default
+# bench/out/gpu_rl/).
+#   bash bench/scripts/gpu_rl.sh
+# Building the wheels on a machine with network (4.7 MB):
 #   DS_BUILD_OPS=0 pip wheel --no-deps deepspeed==0.19.8 -w .whl
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
 #     pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 hjson typing-extensions
-# (einops, msgpack, ninja, numpy, packaging, psutil, py-cpuinfo, tqdm and torch are already on the device.)
+# (einops, msgpack, ninja, numpy, packaging, psutil, py-cpuinfo, tqdm and torch were already on the GPU machine.)
 # KAG_RL_DEVICE=cpu KAG_RL_QUICK=1 KAG_RL_WHEELS=none runs the same script on a CPU in about a minute (a smoke
 # test; DeepSpeed then comes from PYTHONPATH and falls back to its CPU accelerator).
 set -uo pipefail
-OUT=${OUT:-$PWD/bench_out}
+OUT="${KAG_BENCH_OUT:-}"  # a relative path is taken from where the script was started
+if [ -n "$OUT" ]; then mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); fi
+cd "$(dirname "$0")/../.." || exit 1
+OUT="${OUT:-$PWD/bench/out/gpu_rl}"
 mkdir -p "$OUT"
+export OUT
 DEVICE=${KAG_RL_DEVICE:-cuda}
 QUICK=${KAG_RL_QUICK:-0}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -26,9 +34,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 
 WHEELS=${KAG_RL_WHEELS:-.whl}  # KAG_RL_WHEELS=none: use what PYTHONPATH already has
 if [ -d "$WHEELS" ] && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
+  site=$(mktemp -d)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$WHEELS"/*.whl \
     || { echo "wheel install failed"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
+  export PYTHONPATH=$site:$PWD
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi

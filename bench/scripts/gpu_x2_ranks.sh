@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Device calls on nvidia-h100-x2 for issues 17 (RL across GPUs) and the fold of lazy outputs.
-# Carry [".kb", ".whl"] (.whl: DeepSpeed 0.19.8 and its missing deps, see bench/rl_gpu.sh).
-#   bash bench/device_ranks.sh corpus  GPU 1: the CUDA corpus with timing; GPU 0 meanwhile:
-#                                       bench/fold_check.py (lazy output vs honest, the hand-over figures)
-#   bash bench/device_ranks.sh ranks   ZeRO-3 on 2 ranks (NCCL): the one-step equivalence check
-#                                       (tests/plugins/algorithms/ranks_step.py), then warm-up PPO on
-#                                       1 GPU and on 2 GPUs; prints tokens/s of each
-source bench/device_env.sh
+# Two GPUs of one host, one mode a call:
+#   corpus  GPU 1: the CUDA corpus with timing; GPU 0 meanwhile: bench/scripts/fold_check.py (lazy output
+#           vs honest, the hand-over figures)
+#   ranks   PPO across GPUs, ZeRO-3 on 2 ranks (NCCL): the one-step equivalence check
+#           (tests/plugins/algorithms/ranks_step.py), then warm-up PPO of an 84M-parameter model on 1 GPU
+#           and on 2 GPUs; prints tokens/s of each (STEPS=N: steps of each run, default 6)
+# Needs: two NVIDIA GPUs on one host, CUDA torch, nvcc; KernelBench levels 1-3 in $KAG_KERNELBENCH
+# (default .kb) for corpus; for ranks, DeepSpeed: wheels in $KAG_BENCH_WHEELS (default .whl: DeepSpeed
+# 0.19.8 and its missing deps, built as bench/scripts/gpu_rl.sh says), installed into a scratch folder,
+# or none there and DeepSpeed already importable. NVLink multicast is left off.
+# Writes: adversarial.{log,json,md} and fold_check.log, or eq.log, warmup_{1,2}gpu.log and
+# warmup_{1,2}gpu_metrics.jsonl, to $KAG_BENCH_OUT (default bench/out/gpu_x2_ranks/); the model and
+# the runs in /tmp/kag-ranks.
+#   bash bench/scripts/gpu_x2_ranks.sh corpus|ranks
+source "$(dirname "$0")/env.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TOKENIZERS_PARALLELISM=false DS_BUILD_OPS=0
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PYTHONPATH
+WHEELS="${KAG_BENCH_WHEELS:-.whl}"
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  site=$(mktemp -d)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$WHEELS"/*.whl || exit 1
+  export PYTHONPATH="$site:$PYTHONPATH"
+fi
 W=/tmp/kag-ranks; mkdir -p $W
 [ -d $W/model ] || python3 - <<'PY'
 # a ~85M-parameter Llama (8 layers, hidden 1024) with the tiny character tokenizer, saved locally
@@ -53,10 +64,10 @@ PY
 }
 case "${1:-corpus}" in
 corpus)
-  step "GPU 1: the CUDA corpus with timing | GPU 0: bench/fold_check.py"
-  (CUDA_VISIBLE_DEVICES=1 timeout 500 python3 bench/adversarial.py --jobs 4 > "$OUT/adversarial.log" 2>&1
+  step "GPU 1: the CUDA corpus with timing | GPU 0: bench/scripts/fold_check.py"
+  (CUDA_VISIBLE_DEVICES=1 timeout 500 python3 bench/scripts/adversarial.py --jobs 4 > "$OUT/adversarial.log" 2>&1
    echo "corpus exit $?" >> "$OUT/adversarial.log") &
-  (CUDA_VISIBLE_DEVICES=0 timeout 400 python3 bench/fold_check.py --repeat 3 > "$OUT/fold_check.log" 2>&1
+  (CUDA_VISIBLE_DEVICES=0 timeout 400 python3 bench/scripts/fold_check.py --repeat 3 > "$OUT/fold_check.log" 2>&1
    echo "fold_check exit $?" >> "$OUT/fold_check.log") &
   wait
   tail -62 "$OUT/adversarial.log" | cut -c1-170; grep -v '^{' "$OUT/fold_check.log" | tail -16

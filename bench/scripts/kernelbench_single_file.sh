@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# One device call for issue 15 item 4: KernelBench level1/19_ReLU scored on the GPU as the workspace
-# examples/relu/cuda and as its KernelBench single-file twin examples/relu/kernelbench/cuda (the same
-# kernels in load_inline strings, read statically and built by kag). Prints both verdicts and
-# speed-ups; the JSON results go to $OUT. Usage (repo root): bash bench/kernelbench_single_file.sh
-# (BACKEND=cpu runs the CPU twins the same way: examples/relu/cpu and examples/relu/kernelbench/cpu)
-source bench/device_env.sh
+# A KernelBench single-file solution against its workspace twin: KernelBench level1/19_ReLU scored
+# as the workspace examples/relu/cuda and as examples/relu/kernelbench/cuda (the same kernels in
+# load_inline strings, read statically and built by kag). Prints both verdicts and speed-ups.
+# Needs: one NVIDIA GPU, CUDA torch, nvcc (BACKEND=cpu: any CPU with a C++ compiler, scoring the CPU
+# twins examples/relu/cpu and examples/relu/kernelbench/cpu the same way).
+# Writes: workspace.{json,err} and single_file.{json,err} to $KAG_BENCH_OUT (default
+# bench/out/kernelbench_single_file/).
+#   bash bench/scripts/kernelbench_single_file.sh
+source "$(dirname "$0")/env.sh"
 BACKEND="${BACKEND:-cuda}"
 TASK=examples/kernelbench_sample/level1/19_ReLU.py
 [ "$BACKEND" = cpu ] && TASK=examples/relu/cpu/model.py

@@ -1,8 +1,8 @@
 """A launch-bound timing alone and beside 8 builds, with and without the build cores (issue 19).
 
-    python bench/launch_bound.py --backend cuda --out bench/issue19_h100/launch_bound.md
-    python bench/launch_bound.py --backend cpu --k 1 --raw-calls 2000      (a smoke run, no GPU)
-    python bench/launch_bound.py --example gemm_divide_sum_scaling --arms alone,builds,alone   (a fast solution)
+    python bench/scripts/launch_bound.py --backend cuda --out bench/out/launch_bound.md
+    python bench/scripts/launch_bound.py --backend cpu --k 1 --raw-calls 2000      (a smoke run, no GPU)
+    python bench/scripts/launch_bound.py --example gemm_divide_sum_scaling --arms alone,builds,alone   (a fast solution)
 
 A launch-bound kernel (ReLU on a 16 x 4096 tensor: a few microseconds of GPU work, so each call's
 time is mostly the host launching it) is timed in three arms:
@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EX = REPO / "examples"
 BUILD_SOLUTIONS = ["relu", "sigmoid", "tanh", "gelu", "elu", "softmax", "sum_reduction", "diag_matmul"]
 
@@ -203,7 +203,7 @@ def fmt(v: object, spec: str = ".4g") -> str:
 
 def table(rows: list[dict], args: argparse.Namespace, started: float) -> str:
     lines = [f"# Timing beside builds: {args.example} ({args.backend}, {os.cpu_count()} cores)", "",
-             f"`python3 bench/launch_bound.py {' '.join(sys.argv[1:])}`; {len(BUILD_SOLUTIONS)} solutions, "
+             f"`python3 bench/scripts/launch_bound.py {' '.join(sys.argv[1:])}`; {len(BUILD_SOLUTIONS)} solutions, "
              f"{args.builds} builds at once from empty caches; raw loop {args.raw_calls} calls x {args.raw_loops}; "
              f"kag score x {args.k}, num_timed {args.num_timed}; {time.time() - started:.0f} s in all.", "",
              "| arm | build cores | CPU busy % | builds done (failed) | build s | raw event p50 / p90 us "

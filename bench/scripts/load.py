@@ -1,7 +1,7 @@
 """Load test (issue 19): N evaluations at once get the rewards each solution gets alone.
 
-    python bench/load.py --backend cpu --n 4 [--paths serve,eval] [--faults] [--out FILE.md]
-    python bench/load.py --backend cuda --n 8 --faults --out bench/load/h100.md
+    python bench/scripts/load.py --backend cpu --n 4 [--paths serve,eval] [--faults] [--out FILE.md]
+    python bench/scripts/load.py --backend cuda --n 8 --faults --out bench/out/load_h100.md
 
 Honest solutions of clearly different speeds (``fast``: an example that beats eager and compile by
 far; ``slow``: the ReLU example calling its kernel ``--slow-repeat`` times per forward) are first
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EX = REPO / "examples"
 
 
@@ -50,7 +50,7 @@ def make_solutions(work: Path, backend: str, slow_repeat: int) -> dict[str, tupl
     shutil.copytree(EX / "relu" / backend, slow_dir, ignore=shutil.ignore_patterns("model.py", "replay.json"))
     model_new = (slow_dir / "model_new.py").read_text()
     call = "cuda_extension.relu_forward(x)"
-    assert f"return {call}" in model_new, "examples/relu model_new.py changed: update bench/load.py"
+    assert f"return {call}" in model_new, "examples/relu model_new.py changed: update bench/scripts/load.py"
     slowed = model_new.replace(f"return {call}", f"for _ in range({slow_repeat - 1}):  # honest, slow: the same work again\n"
                                                  f"            {call}\n        return {call}")
     (slow_dir / "model_new.py").write_text(slowed)
@@ -306,8 +306,8 @@ def fault_rows(args, work, sols, alone) -> list[dict]:
 
 
 def table(args, alone, alone_detail, phases, faults, started: float) -> str:
-    lines = [f"# bench/load.py: {args.n} evaluations at once, backend {args.backend}", "",
-             f"Command: `python bench/load.py {' '.join(sys.argv[1:])}`  ",
+    lines = [f"# bench/scripts/load.py: {args.n} evaluations at once, backend {args.backend}", "",
+             f"Command: `python bench/scripts/load.py {' '.join(sys.argv[1:])}`  ",
              f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end; "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {time.time() - started:.0f} s in all", "",
              "Alone (kag score, one at a time):", "",

@@ -1,7 +1,7 @@
 """Rebuild after a one-kernel edit: kag's nvrtc backend vs its cuda (nvcc) backend, through kag's
 own build (confined compiler, signed object cache), as the agent's `bash utils/compile.sh` runs it.
 
-    python3 bench/nvrtc/rebuild.py [--edits 5] [--op relu] [--binding]
+    python3 bench/scripts/nvrtc_rebuild.py [--edits 5] [--op relu] [--binding]
 
 For each backend: a cold build of the example (fresh cache), then --edits builds each after an edit
 of the kernel file only (a new comment line: the units that #include that file compile again, then

@@ -7,7 +7,7 @@ ray wheel without ``ray/jars/`` (its RECORD too) and prints the folder's size; t
 
     python3 -m pip install --no-index --find-links .wheels ray
 
-Usage: python3 bench/ray_wheels.py [--python 3.12] [--ray 2.60.0] [--out .wheels]
+Usage: python3 bench/scripts/ray_wheels.py [--python 3.12] [--ray 2.60.0] [--out .wheels]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each measurement runs in a fresh process (its peak RSS is its own). No weights a
 model is built from a Qwen2 config with the real vocabulary (151,936) and a small body, so the
 logits dominate as they do at long context in a real model.
 
-    python bench/rl/logit_memory.py --tokens 2048 4096 --chunks 0 2048
+    python bench/scripts/rl_logit_memory.py --tokens 2048 4096 --chunks 0 2048
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ folder, checks that every configuration gives the same verdicts as the first `lo
 prints a markdown table: wall time, episodes per minute, per-worker efficiency against one worker.
 
   CPU (CPU twins of KernelBench level-1 tasks, examples/*/cpu, with their replays):
-    python3 bench/scale.py --cpu --configs local:2,ray:2
+    python3 bench/scripts/scale.py --cpu --configs local:2,ray:2
   GPU (KernelBench level-1 with the replays of examples/replays/cuda; KernelBench at .kb):
-    python3 bench/scale.py --kernelbench .kb --configs local:1,ray:1            # Ray's overhead
-    python3 bench/scale.py --kernelbench .kb --configs ray:1,ray:2,ray:all      # scaling over GPUs
+    python3 bench/scripts/scale.py --kernelbench .kb --configs local:1,ray:1            # Ray's overhead
+    python3 bench/scripts/scale.py --kernelbench .kb --configs ray:1,ray:2,ray:all      # scaling over GPUs
   Where the time goes (issue 30): --timeline runs each configuration with `kag eval --timeline` and
-  draws each one's lanes (bench/timeline_draw.py) into --keep; --draw FILE draws an existing file.
-    python3 bench/scale.py --cpu --configs local:1,local:2 --timeline --keep runs/scale
+  draws each one's lanes (bench/scripts/timeline_draw.py) into --keep; --draw FILE draws an existing file.
+    python3 bench/scripts/scale.py --cpu --configs local:1,local:2 --timeline --keep runs/scale
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-# level-1 problems with a CUDA replay in examples/replays/cuda (bench/device_adversarial_eval.sh)
+# level-1 problems with a CUDA replay in examples/replays/cuda (bench/scripts/gpu_adversarial_then_eval.sh)
 GPU_IDS = "5,12,19-32,47,48,49,53,88"
 
 
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the measurements here")
     ap.add_argument("--timeline", action="store_true", help="kag eval --timeline per configuration, drawn")
     ap.add_argument("--keep", help="keep the runs' folders here (default: a temp folder, removed)")
-    ap.add_argument("--draw", metavar="FILE", help="only draw this timeline file (bench/timeline_draw.py)")
+    ap.add_argument("--draw", metavar="FILE", help="only draw this timeline file (bench/scripts/timeline_draw.py)")
     args = ap.parse_args()
     from timeline_draw import draw
 

@@ -7,8 +7,8 @@
           the way `run_episodes` steps one turn: one after another, `env_workers` at once on this
           machine, and `env_workers` at once with the evaluations on Ray workers.
 
-    python3 bench/scale_stages.py --backend cpu --workers 2 --out bench/scale/stages_cpu.md
-    python3 bench/scale_stages.py --backend cuda --workers 1 --out bench/scale/stages_h100.md
+    python3 bench/scripts/scale_stages.py --backend cpu --workers 2 --out bench/out/stages_cpu.md
+    python3 bench/scripts/scale_stages.py --backend cuda --workers 1 --out bench/out/stages_h100.md
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 EXAMPLES = REPO / "examples"
 NAMES = ("relu", "sigmoid", "tanh", "gelu", "elu", "softsign")
@@ -121,7 +121,7 @@ def main() -> int:
     args.device = args.backend
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = (filter_rows(args) if "filter" in args.only else []) + (env_rows(args) if "env" in args.only else [])
-    lines = [f"# bench/scale_stages.py: backend {args.backend}, {args.workers} workers", "",
+    lines = [f"# bench/scripts/scale_stages.py: backend {args.backend}, {args.workers} workers", "",
              f"Command: `python3 {' '.join(sys.argv)}`  ",
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, {started}", "",
              "| work | items | wall s | per min | same verdicts as the first row | detail |",

@@ -10,8 +10,8 @@ reads model_new.py, writes the solution's files and ends, so each episode is one
 time is the CLI's wall clock from start to exit. Each phase stops at --phase-timeout and counts
 what finished.
 
-CPU:  python3 bench/serve_http.py --backend cpu --requests 4 --workers 2 --num-timed 5 relu sigmoid
-H100: python3 bench/serve_http.py --backend cuda     (32 requests over 4 examples; under 8 minutes)
+CPU:  python3 bench/scripts/serve_http.py --backend cpu --requests 4 --workers 2 --num-timed 5 relu sigmoid
+H100: python3 bench/scripts/serve_http.py --backend cuda     (32 requests over 4 examples; under 8 minutes)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from kag.core.eval.http_server import request_json  # noqa: E402 - after the checkout is on the path
 EXAMPLES = REPO / "examples"

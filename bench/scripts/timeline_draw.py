@@ -1,8 +1,8 @@
 """Draw a `kag eval --timeline` file: one row per worker (an episode and its judge), a bar per phase.
 
-    python3 bench/timeline_draw.py RUN/timeline.jsonl [--png RUN/timeline.png]
+    python3 bench/scripts/timeline_draw.py RUN/timeline.jsonl [--png RUN/timeline.png]
 
-(``bench/scale.py --draw FILE`` does the same.) Colours by kind of phase: the policy, the agent's
+(``bench/scripts/scale.py --draw FILE`` does the same.) Colours by kind of phase: the policy, the agent's
 tools, builds and compiles, waits for a host-wide slot or lock (the serialisation issue 30 hunts),
 and the judge's reference, checks, baselines and timed calls. Prints the seconds per phase.
 """
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 KINDS = [("wait", "tab:red"), ("policy", "tab:purple"), ("tool", "tab:gray"), ("request", "lightgray"),
          ("build", "tab:olive"), ("compile", "tab:orange"), ("link", "tab:orange"), ("baselines", "tab:cyan"),

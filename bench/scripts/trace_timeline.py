@@ -1,6 +1,6 @@
 """Print the KAG_TRACE marks of the last evaluation in the given logs, in time order.
 
-    python bench/trace_timeline.py SERVE_LOG CLIENT_STDERR RESULT_JSON
+    python bench/scripts/trace_timeline.py SERVE_LOG CLIENT_STDERR RESULT_JSON
 
 The server's log holds every request's marks (orchestrator and judge); the result's
 ``metadata.candidate_output`` holds the candidate's. The timeline starts at the orchestrator's
