@@ -101,7 +101,8 @@ def main() -> int:
     parser.add_argument("--shard", default="1/1", help="K/N: run cases K, K+N, K+2N, ... (1-based)")
     parser.add_argument("--jobs", type=int, default=1, help="evaluations in flight (builds overlap)")
     parser.add_argument("--no-static-guards", action="store_true", help="switch off every guard's source check")
-    parser.add_argument("--family", action="store_true", help="only the issue 12/13 families")
+    parser.add_argument("--family", action="store_true", help="only the attack families (attacks on the measurement and the isolation, "
+                        "each by several routes: the cases with a family)")
     parser.add_argument("--static-relevant", action="store_true",
                         help="only the cases a static guard can see (static cases and the families): the others' "
                              "sources pass every static check (tests/adversarial/test_static_cases.py), so "

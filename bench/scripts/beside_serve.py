@@ -1,4 +1,4 @@
-"""The main job's and the test command's times, idle and beside a busy `kag serve` (issue 29).
+"""The main job's and the test command's times, idle and beside a busy `kag serve`.
 
     python3 bench/scripts/beside_serve.py --mode idle   [--skip-tests] [--out bench/out/beside_serve.md]
     python3 bench/scripts/beside_serve.py --mode beside [--skip-tests] [--out ...]

@@ -1,12 +1,12 @@
-"""Builds on a busy machine (issue 29, item 0): N submissions at once through ``kag serve``, cold cache.
+"""Builds on a busy machine: N submissions at once through ``kag serve``, cold cache.
 
     python bench/scripts/busy_builds.py --n 16 [--phases same,different] [--out bench/out/busy_builds_cpu.md]
 
 ``same``: N ``kag score --server`` clients submit one honest solution (the CPU ReLU example) at once to
-a server started on an empty cache (``kag serve --warm 2``, the issue's scenario); each must get the
-reward it gets alone (scored first, alone, on a cache of its own). ``different``: N honest solutions
-that differ in their kernel source (a comment of their own: N different compile units, one shared
-binding) at once on a new empty cache; none may get a build verdict that blames the
+a server started on an empty cache (``kag serve --warm 2``); each must get the reward it gets alone
+(scored first, alone, on a cache of its own). ``different``: N honest solutions that differ in their
+kernel source (a comment of their own: N different compile units, one shared binding) at once on a
+new empty cache; none may get a build verdict that blames the
 solution (an evaluator fault, ``judge_error`` or a starved build, is allowed and counted; a wrong
 reward is not). Prints a markdown table and writes it to ``--out``. Exit status 1 when a check fails.
 """

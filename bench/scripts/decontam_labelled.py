@@ -1,4 +1,4 @@
-"""Precision and recall of ``kag data decontam`` on a committed, labelled set (issue 32, item 1).
+"""Precision and recall of ``kag data decontam`` on a committed, labelled set.
 
     python bench/scripts/decontam_labelled.py [--kernelbench PATH] [--generate] [--out FILE.json]
 

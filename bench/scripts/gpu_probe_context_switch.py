@@ -1,4 +1,5 @@
-"""Where a second process's forward loses time after the judge used the GPU (issue 12, fidelity).
+"""Where a second process's forward loses time after the judge used the GPU (the
+judge's timing fidelity).
 
 A judge-like parent and a candidate-like child (CUDA IPC for the inputs, a pipe for the doorbell)
 on one GPU, with no MPS: each process has its own context, so the GPU switches between them.

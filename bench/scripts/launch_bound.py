@@ -1,4 +1,5 @@
-"""A launch-bound timing alone and beside 8 builds, with and without the build cores (issue 19).
+"""A launch-bound timing alone and beside 8 builds, with and without the build cores
+(fair timing under load: a timing beside builds gets the reward it gets alone).
 
     python bench/scripts/launch_bound.py --backend cuda --out bench/out/launch_bound.md
     python bench/scripts/launch_bound.py --backend cpu --k 1 --raw-calls 2000      (a smoke run, no GPU)

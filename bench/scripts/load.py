@@ -1,4 +1,4 @@
-"""Load test (issue 19): N evaluations at once get the rewards each solution gets alone.
+"""Load test (fair timing under load): N evaluations at once get the rewards each solution gets alone.
 
     python bench/scripts/load.py --backend cpu --n 4 [--paths serve,eval] [--faults] [--out FILE.md]
     python bench/scripts/load.py --backend cuda --n 8 --faults --out bench/out/load_h100.md
@@ -6,10 +6,10 @@
 Honest solutions of clearly different speeds (``fast``: an example that beats eager and compile by
 far; ``slow``: the ReLU example calling its kernel ``--slow-repeat`` times per forward) are first
 scored alone, one after the other (``kag score``); then N at once through ``kag serve`` (N ``kag
-score --server`` clients, the issue's scenario) and through ``kag eval --concurrency N`` (replayed
-episodes that write the solution). Every phase starts from an empty cache, so the baselines are
-timed under the load of that phase, as in the issue. A phase passes when every evaluation answered
-(nothing lost, none hung past ``--timeout``) with the reward it got alone. ``--faults`` then kills
+score --server`` clients) and through ``kag eval --concurrency N`` (replayed episodes that write the
+solution). Every phase starts from an empty cache, so the baselines are timed under the load of
+that phase (a baseline timed under load must not be cached for good). A phase passes when every
+evaluation answered (nothing lost, none hung past ``--timeout``) with the reward it got alone. ``--faults`` then kills
 the server with clients in flight, kills the judges of an evaluation, and fills the disk of the
 cache folder (a tmpfs: needs root): clients must get a one-line error or a result that says the
 evaluator failed, never a wrong reward, and a restarted server must serve again.

@@ -1,4 +1,4 @@
-"""Wheels for a Ray run on a machine without network, small enough to carry (issue 17).
+"""Wheels for a Ray run on a machine without network, small enough to carry.
 
 The device tool carries at most 64 MiB of ignored files, and the cp312 manylinux wheel of
 ray 2.60.0 is 75.6 MiB, 30.7 MiB of it ``ray/jars/ray_dist.jar``: the Java worker, which a Python

@@ -1,4 +1,4 @@
-"""Throughput of `kag eval` through the `local` and `ray` executors (issue 17, item 3).
+"""Throughput of `kag eval` through the `local` and `ray` executors.
 
 Runs the same replayed episodes (each one compiles, verifies, profiles and is scored by the
 trusted evaluator) through each configuration as a real `kag eval` subprocess into a fresh output
@@ -10,7 +10,7 @@ prints a markdown table: wall time, episodes per minute, per-worker efficiency a
   GPU (KernelBench level-1 with the replays of examples/replays/cuda; KernelBench at .kb):
     python3 bench/scripts/scale.py --kernelbench .kb --configs local:1,ray:1            # Ray's overhead
     python3 bench/scripts/scale.py --kernelbench .kb --configs ray:1,ray:2,ray:all      # scaling over GPUs
-  Where the time goes (issue 30): --timeline runs each configuration with `kag eval --timeline` and
+  Where the time goes: --timeline runs each configuration with `kag eval --timeline` and
   draws each one's lanes (bench/scripts/timeline_draw.py) into --keep; --draw FILE draws an existing file.
     python3 bench/scripts/scale.py --cpu --configs local:1,local:2 --timeline --keep runs/scale
 """

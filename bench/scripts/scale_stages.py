@@ -1,5 +1,5 @@
-"""Throughput of `kag data filter` and of an RL stage's environment steps through the executors
-(issue 17, item 1): the same work through `local` and `ray`, with the verdicts compared.
+"""Throughput of `kag data filter` and of an RL stage's environment steps through the executors:
+the same work through `local` and `ray`, with the verdicts compared.
 
   filter: the CPU (or CUDA) twins of the examples as composed tasks, each checked once per copy
           (`ExecFilter.run` here, `ExecFilter.run_on(RayExecutor())` on a local Ray cluster);

@@ -3,7 +3,7 @@
     python3 bench/scripts/timeline_draw.py RUN/timeline.jsonl [--png RUN/timeline.png]
 
 (``bench/scripts/scale.py --draw FILE`` does the same.) Colours by kind of phase: the policy, the agent's
-tools, builds and compiles, waits for a host-wide slot or lock (the serialisation issue 30 hunts),
+tools, builds and compiles, waits for a host-wide slot or lock (where a run is serialised),
 and the judge's reference, checks, baselines and timed calls. Prints the seconds per phase.
 """
 

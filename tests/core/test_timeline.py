@@ -1,4 +1,5 @@
-"""kag eval --timeline: each worker's phases in a file, drawn by bench/scripts/timeline_draw.py (issue 30)."""
+"""kag eval --timeline: each worker's phases in a file, drawn by bench/scripts/timeline_draw.py (where a
+multi-worker run's time goes)."""
 
 import json
 import shutil

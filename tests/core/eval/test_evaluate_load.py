@@ -1,4 +1,4 @@
-"""Evaluations at once on the CPU (issue 19): their timed phases never overlap, even where no
+"""Evaluations at once on the CPU (fair timing under load): their timed phases never overlap, even where no
 device pool serialises them, and each says under which load it was timed. The whole load test
 (``kag serve`` and ``kag eval --concurrency``, rewards against rewards alone, faults) is
 ``bench/scripts/load.py``; its CPU run is the slow test at the end."""
