@@ -1,5 +1,5 @@
 """Whether PyTorch's run-time-compiled CUDA ops (the "jiterator": NVRTC compiles them from source text
-kept in libtorch_cuda, not from its .nv_fatbin) still run behind the fatbin wall (issue 28: a door the
+kept in libtorch_cuda, not from its .nv_fatbin) still run behind the fatbin wall (a door the
 wall does not close, found by reading). One fresh process: the wall raised as the candidate raises it
 (sealed, the judge's section table), then each op once on the GPU; torch.relu as the control.
 

@@ -1,4 +1,4 @@
-"""What the fatbin wall's library scan finds on a machine with CUDA (issue 28: the scan covered only
+"""What the fatbin wall's library scan finds on a machine with CUDA (the scan covered only
 site-packages and the CUDA toolkit; it now covers every folder a candidate may read).
 
 Reports: the roots scanned, the seconds of an uncached scan and of a cached one, every library with

@@ -1,5 +1,5 @@
 """Whether closing NVRTC in the candidate stops PyTorch's run-time-compiled CUDA ops (the "jiterator")
-and leaves what a solution may use (cuBLAS, cuDNN convolutions, its own kernels) running (issue 28).
+and leaves what a solution may use (cuBLAS, cuDNN convolutions, its own kernels) running.
 
 Each op runs in its own fresh process (a closed NVRTC ends a process with SIGSEGV), three ways: behind
 the fatbin wall only (as the candidate was before); as a candidate of a task with no convolution now is

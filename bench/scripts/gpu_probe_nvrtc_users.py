@@ -1,4 +1,4 @@
-"""What in the candidate's own start-up calls NVRTC once it is closed (issue 28): the steps of the
+"""What in the candidate's own start-up calls NVRTC once it is closed (the NVRTC wall): the steps of the
 harness's prepare and of a first observed call, one by one, in a fresh process, with faulthandler
 printing where a SIGSEGV lands. ``python bench/scripts/gpu_probe_nvrtc_users.py [STEP]``"""
 

@@ -1,5 +1,5 @@
 """What the candidate's observer (kag.core.eval.observe) records of a kernel's launch, by who
-launches it (issue 28: tests/adversarial overlap_threads, a std::thread launching a call's kernel
+launches it (the corpus case overlap_threads, a std::thread launching a call's kernel
 after the call returned, was not seen). One profiler session like the observer's; each case is
 called inside a forward range a few times:
 

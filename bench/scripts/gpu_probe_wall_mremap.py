@@ -1,4 +1,4 @@
-"""The fatbin wall against growing a file mapping (issue 28), in bare processes on a GPU, one per
+"""The fatbin wall against growing a file mapping, in bare processes on a GPU, one per
 step, so each starts clean:
 
   walled      the wall raised (the judge's section table), then torch.relu: must fail

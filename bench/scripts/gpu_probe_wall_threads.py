@@ -1,5 +1,5 @@
 """Why the fatbin wall held in a bare process and not in kag's candidate, and what the profiler
-records of a kernel launched by a thread of the solution's own (issue 28, on one GPU).
+records of a kernel launched by a thread of the solution's own (on one GPU).
 
 1. The wall in fresh processes, one step added at a time towards what the candidate's ``prepare``
    does (preload, a profiler session before the wall, a session after it, torch._dynamo's import),

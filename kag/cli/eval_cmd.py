@@ -23,7 +23,7 @@ from kag.cli.common import (agent_options, interrupted, make_agent_parts, make_e
                    "the cluster] (local: evaluations share the GPU pool, one GPU each while timing).")
 @click.option("--timeline", is_flag=True,
               help="Also write OUT/timeline.jsonl: each worker's phases (policy, tools, builds, waits for a slot, "
-                   "the judge's reference, checks, baselines and timing); bench/scale.py --draw draws it.")
+                   "the judge's reference, checks, baselines and timing); bench/scripts/scale.py --draw draws it.")
 @ray_address_option
 @agent_options
 @user_errors
@@ -108,7 +108,7 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
         from kag.core.timeline import read, summarize
 
         top = list(summarize(read(str(out / "timeline.jsonl"))).items())[:8]
-        click.echo(f"timeline: {out / 'timeline.jsonl'} (python bench/scale.py --draw FILE); seconds summed over "
+        click.echo(f"timeline: {out / 'timeline.jsonl'} (python bench/scripts/scale.py --draw FILE); seconds summed over "
                    f"workers: " + ", ".join(f"{k} {v['seconds']:.1f}" for k, v in top))
 
 

@@ -4,7 +4,7 @@ Evaluator side (trusted), diagnostics only: nothing here is ever read for a verd
 ``KAG_TIMELINE=FILE``, which the judges inherit (their environment keeps it); every process appends
 one line per span as it ends, in one ``write`` on an ``O_APPEND`` descriptor, so the lines of many
 processes never interleave. A span's lane is the worker it belongs to: the episode a thread plays
-(``in_lane``), else ``judge[pid]`` in a judge and ``main[pid]`` elsewhere. ``bench/scale.py
+(``in_lane``), else ``judge[pid]`` in a judge and ``main[pid]`` elsewhere. ``bench/scripts/scale.py
 --timeline FILE`` draws the lanes as a picture; ``summarize`` sums each label's seconds.
 """
 

@@ -5,7 +5,7 @@ route them like any other log; ``kag -v`` sets KAG_TRACE=1, which every process 
 inherits (the judge's and the candidate's minimal environments keep it). The judge's stderr reaches
 the caller; the candidate's goes to its captured output (the result's
 ``metadata.candidate_output``). Sorting both by time gives the timeline of one evaluation, which is
-how the latency of ``kag score`` is profiled on a GPU machine (bench/evaluator.py --trace).
+how the latency of ``kag score`` is profiled on a GPU machine (bench/scripts/evaluator.py --trace).
 """
 
 from __future__ import annotations

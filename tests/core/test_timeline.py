@@ -1,4 +1,5 @@
-"""kag eval --timeline: each worker's phases in a file, drawn by bench/timeline_draw.py (issue 30)."""
+"""kag eval --timeline: each worker's phases in a file, drawn by bench/scripts/timeline_draw.py (where a
+multi-worker run's time goes)."""
 
 import json
 import shutil
@@ -57,7 +58,7 @@ def test_kag_eval_timeline_has_each_workers_phases_and_the_judges(tmp_path):
         judged = {r["label"] for r in timeline.phases(rows) if r["lane"] == f"{episode} judge"}
         assert {"judge: checks done", "judge: timing done", "judge: result sent"} <= judged, judged
     png = tmp_path / "t.png"
-    drawn = subprocess.run([sys.executable, str(REPO / "bench" / "timeline_draw.py"), str(out / "timeline.jsonl"),
+    drawn = subprocess.run([sys.executable, str(REPO / "bench" / "scripts" / "timeline_draw.py"), str(out / "timeline.jsonl"),
                             "--png", str(png)], capture_output=True, text=True)
     assert drawn.returncode == 0, drawn.stderr
     assert png.stat().st_size > 10_000 and "| judge |" in drawn.stdout

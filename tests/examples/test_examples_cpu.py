@@ -101,8 +101,8 @@ def test_cuda_sources_compile(name, tmp_path):
 
 
 def test_the_readme_evaluate_block_runs_as_written_on_a_cpu_machine(tmp_path):
-    """README.md's 'Evaluate a solution' commands, verbatim, in a fresh folder (issue 16: the README
-    must fit the machine it runs on)."""
+    """README.md's 'Evaluate a solution' commands, verbatim, in a fresh folder (the README must fit
+    the machine it runs on)."""
     import json
 
     from kag.core.eval.gpu_pool import cuda_usable

@@ -29,6 +29,8 @@ from kag.core.trust import confine, fatbin_wall, seccomp_allow
 from kag.core.trust.isolation import CandidatePlan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# one JSON of rows per route: $KAG_BENCH_OUT, else bench/out/wall_attack/ (git ignores bench/out/)
+RESULTS = os.environ.get("KAG_BENCH_OUT") or os.path.join(HERE, "..", "..", "out", "wall_attack")
 PAGE = mmap.PAGESIZE
 NPAGES = 4
 SIZE = NPAGES * PAGE
@@ -142,7 +144,8 @@ def child(attack, name: str, filt: str, confined: bool, w: int) -> None:
     try:
         routes = ctypes.CDLL(os.path.join(HERE, "libroutes.so"), use_errno=True)
         libc = make_libc()
-        tmp = os.path.join(HERE, "tmp")
+        tmp = os.path.join(RESULTS, "tmp")  # the candidate's writable folder (made here: it was never committed)
+        os.makedirs(tmp, exist_ok=True)
         if confined:
             plan = CandidatePlan(tmp_dir=tmp, read_paths=tuple(confine.system_read_paths()) + (HERE,),
                                  cuda=False, namespaces=False, seccomp=False)
@@ -201,8 +204,8 @@ def run_route(route: str, attack, targets=TARGETS, filters=FILTERS, confined=(Tr
         for filt in filters:
             for name in targets:
                 rows.append(run_one(attack, name, filt, conf))
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", f"{route}.json"), "w") as f:
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{route}.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print(f"== {route}")
     for row in rows:

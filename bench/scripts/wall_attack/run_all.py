@@ -2,6 +2,7 @@
 them. Run from this folder, kag installed: ./build.sh && python run_all.py"""
 import glob, json, os, subprocess, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.environ.get("KAG_BENCH_OUT") or os.path.join(HERE, "..", "..", "out", "wall_attack")  # as harness.py
 for script in sorted(glob.glob(os.path.join(HERE, "r[0-9][0-9]_*.py"))):
     name = os.path.basename(script)[:-3]
     p = subprocess.run([sys.executable, script], capture_output=True, text=True, cwd=HERE)
@@ -10,7 +11,7 @@ for script in sorted(glob.glob(os.path.join(HERE, "r[0-9][0-9]_*.py"))):
             row = json.loads(line)
             print(f"{name}: sealed={row.get('sealed')} filter={row.get('filter')} byte after attacks={row.get('after-attacks')} :: {row.get('outcome', row.get('error'))}")
         continue
-    rows = json.load(open(os.path.join(HERE, "results", f"{name}.json")))
+    rows = json.load(open(os.path.join(RESULTS, f"{name}.json")))
     bad = [f"{r['target']}/{r['filter']}{'' if r.get('confined', True) else '/unconfined'}" for r in rows
            if r.get("state") == "CHOSEN BYTES WRITTEN"]
     walls = [b for b in bad if b.startswith("wall-ro/") or b.startswith("wall-none/")]

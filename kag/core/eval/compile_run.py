@@ -80,7 +80,7 @@ def run(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str] | None =
         # a GPU host, where builds run beside timings: the compilers take only CPU time nothing else
         # wants, and a timing's judge and candidate preempt them at once. Beside 8 builds on 15 of an
         # H100 host's 16 cores an honest launch-bound ReLU was credited 1.5-1.8 ms in 2 of 6 evaluations,
-        # 0.1-0.2 ms at SCHED_IDLE (bench/issue19_h100). Not on a CPU host: its builds wait for timings
+        # 0.1-0.2 ms at SCHED_IDLE (bench/results/2026-11-26-7bd63b4-h100). Not on a CPU host: its builds wait for timings
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setscheduler(proc.pid, os.SCHED_IDLE, os.sched_param(0))
     try:

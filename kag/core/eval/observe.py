@@ -249,7 +249,7 @@ def summarize_events(events: list[Event], obs: Observations) -> None:
                 # launched by a thread of the solution's, so no call is charged with it (tests/adversarial
                 # overlap_threads escaped this way on an H100). Kineto gives a thread that never opened a
                 # range the harness's thread id, but its launches link to nothing, and during a window the
-                # harness's thread always has a range open (bench/results/2026-11-26-issue28)
+                # harness's thread always has a range open (bench/results/2026-11-26-63829ef-h100-h200)
                 obs.thread_launches += 1
             continue
         name = e.name

@@ -14,7 +14,7 @@ process; the files they came from are unreadable to it (kag.core.trust.isolation
 Landlock's read rules), so they cannot be loaded again. For the same reason the candidate cannot read
 where in those files the GPU code lies: the judge reads it (``fatbin_sections``) and hands it over,
 and a library found neither there nor in a readable file stops the wall (it once skipped every
-library this way and covered none: bench/results/2026-11-26-issue28-gpu). Measured on an H100 (2026-11-26,
+library this way and covered none: bench/results/2026-11-26-63829ef-h100-h200). Measured on an H100 (2026-11-26,
 bench/results/2026-11-26-90fca86-h100): fills ran, relu/add/sum failed, a cuBLAS matmul and an
 NVRTC kernel of the process's own ran; raising the wall took 55 ms.
 
@@ -42,7 +42,7 @@ ALWAYS_ALLOWED = re.compile(r"^(libnvrtc|libcupti|libnvperf|libnvJitLink|libcuda
                             r"|libcuda\.so|libnvidia-)")
 # NVRTC, the C++ compiler PyTorch's run-time-compiled ops (the "jiterator": special.bessel_j0, the
 # orthogonal polynomials, airy_ai, ...) are built with: their source text is in libtorch_cuda, not its
-# .nv_fatbin, so they run behind the wall unless the compiler is gone (bench/results/2026-11-27-issue28-mremap:
+# .nv_fatbin, so they run behind the wall unless the compiler is gone (bench/results/2026-11-27-d2e8051-h100:
 # five of them ran on an H100). Every file of it, shared or static (libcaffe2_nvrtc is torch's shim).
 NVRTC = re.compile(r"^lib(caffe2_)?nvrtc")
 # Archives a library can travel in (a wheel in a local package store, a conda package, a .deb): a

@@ -11,8 +11,9 @@ seccomp (no ptrace, process_vm_*, fork, exec, namespaces) follows in the candida
 after CUDA has started and before model_new.py is imported.
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
-without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed,
-bench/probe/). uid 0 without capabilities, inside Landlock, has no more reach than another uid.
+without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed;
+bench/scripts/gpu_probe_ipc_confine.py, bench/results/2026-11-23-d7aa418-h100/). uid 0 without
+capabilities, inside Landlock, has no more reach than another uid.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def is_root() -> bool:
 
 
 # A candidate writes its own /proc entries: the CUDA driver names its threads there (cuInit fails with error
-# 304 when /proc/self is read-only: bench/results/2026-11-27-issue28-procself). /proc/self/mem, which writes
+# 304 when /proc/self is read-only: bench/results/2026-11-27-d622266-h100). /proc/self/mem, which writes
 # even read-only sealed private pages, cannot reach the walls' pages: they are shared mappings of
 # write-sealed memory files (kag.core.trust.fatbin_wall.cover).
 SELF = ("/proc/self",)

@@ -5,13 +5,13 @@ there (so this is still the evaluator's code), beside the fatbin wall (kag.core.
 Some PyTorch CUDA ops are not in any ``.nv_fatbin``: ATen compiles them from source text kept in
 libtorch_cuda with NVRTC the first time they run (the "jiterator": ``special.bessel_j0``, the
 orthogonal polynomials, ``airy_ai``, ...), so they ran behind the wall (an H100,
-bench/results/2026-11-27-issue28-mremap). Importing a CUDA torch preloads NVRTC, so keeping its files
+bench/results/2026-11-27-d2e8051-h100). Importing a CUDA torch preloads NVRTC, so keeping its files
 unreadable is not enough: ``close_compiler`` replaces the machine code of the NVRTC the process has
 mapped with sealed pages nothing may read or run, Landlock keeps every NVRTC file unreadable (``compiler_files``),
 and a CUDA build reads none of them (a solution cannot embed one with ``.incbin``).
 
 cuDNN needs NVRTC for its convolutions (on an H200 every cuDNN convolution tried ended the process
-once it was closed: bench/results/2026-11-27-issue28-nvrtc), so NVRTC stays where the task may use
+once it was closed: bench/results/2026-11-27-60c254e-h200), so NVRTC stays where the task may use
 cuDNN: the paper's policy is "cuDNN for conv", and a task whose reference has no convolution or RNN
 gets neither cuDNN nor NVRTC. There the run-time-compiled ops still run (a hole, in the README).
 A solution's own kernels never need NVRTC in the candidate: the nvrtc backend compiles them in the build.

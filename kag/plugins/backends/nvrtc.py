@@ -1,7 +1,7 @@
 """The nvrtc backend: ``kernels/*.cu`` compiled by NVRTC (through cupy), launched from model_new.py.
 
 For the agent's edit-compile-check loop: no host compiler and no nvcc run, so a one-kernel edit
-rebuilds in a fraction of a second (``bench/nvrtc/``). A solution is ``model_new.py`` plus
+rebuilds in a fraction of a second (``bench/results/2026-11-24-f09f0b3-h100/``). A solution is ``model_new.py`` plus
 ``kernels/*.cu`` holding ``extern "C" __global__`` kernels only (no launchers, no bindings);
 model_new.py launches them through the built module::
 

@@ -103,7 +103,7 @@ def test_obtain_caches_once_two_settled_timings_agree(tmp_path: Path) -> None:
 
 
 def test_a_steady_timing_under_load_is_used_once_and_never_cached(tmp_path: Path) -> None:
-    """Issue 19: eager ReLU timed while 7 other evaluations started took 19.9 ms instead of 0.75 ms,
+    """Under load: eager ReLU timed while 7 other evaluations started took 19.9 ms instead of 0.75 ms,
     steadily; cached, it served every later evaluation of the task."""
     from kag.core.eval.timing_lock import TimingConditions
 

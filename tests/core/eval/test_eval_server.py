@@ -100,7 +100,7 @@ def test_kag_serve_and_kag_score_through_it(tmp_path):
 
 
 def test_a_server_that_dies_mid_request_is_a_clear_error(tmp_path, task):
-    """A server killed while evaluating (issue 19, item 4): one line, no result, never a verdict."""
+    """A server killed while evaluating (a fault of the load test): one line, no result, never a verdict."""
     import socket
     import threading
 

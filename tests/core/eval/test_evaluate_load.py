@@ -1,7 +1,7 @@
-"""Evaluations at once on the CPU (issue 19): their timed phases never overlap, even where no
+"""Evaluations at once on the CPU (fair timing under load): their timed phases never overlap, even where no
 device pool serialises them, and each says under which load it was timed. The whole load test
 (``kag serve`` and ``kag eval --concurrency``, rewards against rewards alone, faults) is
-``bench/load.py``; its CPU run is the slow test at the end."""
+``bench/scripts/load.py``; its CPU run is the slow test at the end."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_timed_phases_of_concurrent_evaluations_never_overlap(tmp_path):
 @pytest.mark.slow
 def test_load_bench_on_the_cpu_gives_the_rewards_of_each_solution_alone(tmp_path):
     out = tmp_path / "load.md"
-    proc = subprocess.run([sys.executable, "bench/load.py", "--backend", "cpu", "--n", "4", "--num-timed", "20",
+    proc = subprocess.run([sys.executable, "bench/scripts/load.py", "--backend", "cpu", "--n", "4", "--num-timed", "20",
                            "--work", str(tmp_path / "work"), "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]

@@ -26,9 +26,10 @@ def test_a_call_is_the_difference_of_long_and_short_windows_over_their_calls():
 
 
 def test_a_path_that_wanders_costs_a_few_percent_of_a_window_not_several_kernels():
-    """The issue's H200: the path read anywhere from 0.1 to 0.8 ms, window to window. Short (125-call)
-    windows interleaved with long (250-call) ones of a 20 us kernel: the estimate is within 10%,
-    where one call per window (the old design) read 5x to 40x the kernel. (On a GPU the path varies
+    """On an H200, as reported when the design changed: the path read anywhere from 0.1 to 0.8 ms,
+    window to window. Short (125-call) windows interleaved with long (250-call) ones of a 20 us
+    kernel: the estimate is within 10%, where one call per window (the old design) read 5x to 40x the
+    kernel. (On a GPU the path varies
     far less than this within one evaluation.)"""
     rng = random.Random(4)
     for _ in range(20):

@@ -129,7 +129,7 @@ def fake_gpu_library(folder: Path) -> Path:
 
 def undo_wall(library: str) -> str:
     """The corpus's attack (tests/adversarial/cases/wall_mremap_python, run on an H100 in
-    bench/results/2026-11-27-issue28-mremap): grow what is left of the library's file mapping in
+    bench/results/2026-11-27-d2e8051-h100): grow what is left of the library's file mapping in
     place over the walled pages, no open needed. Returns what it printed."""
     import contextlib
     import io

@@ -1,7 +1,7 @@
 """NVRTC out of a candidate's reach (kag.core.trust.nvrtc_wall), on the CPU: the real NVRTC of this
 installation (nvidia-cuda-nvrtc, a cupy dependency) covered in a forked child, its files found by the
 library scan, kept from a CUDA build and from a candidate narrowed to the task's library policy.
-What it stops (PyTorch's run-time-compiled ops) runs on a GPU: bench/results/2026-11-27-issue28-nvrtc."""
+What it stops (PyTorch's run-time-compiled ops) runs on a GPU: bench/results/2026-11-27-60c254e-h200."""
 
 from __future__ import annotations
 

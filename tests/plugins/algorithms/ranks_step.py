@@ -4,7 +4,7 @@ ranks of a launcher (or whole, without one); rank 0 writes the step's metrics an
 actor's parameters to OUT. tests/plugins/algorithms/test_ranks.py compares 1 rank with 2.
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 ranks_step.py OUT
-    (KAG_RANKS_DEVICE=cuda: one GPU per rank, NCCL; bench/device_ranks.sh)
+    (KAG_RANKS_DEVICE=cuda: one GPU per rank, NCCL; bench/scripts/gpu_x2_ranks.sh)
 """
 
 from __future__ import annotations

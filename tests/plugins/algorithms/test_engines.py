@@ -2,7 +2,7 @@
 the engine choice in the train config.
 
 The DeepSpeed tests run where DeepSpeed imports (``-m deepspeed``); DeepSpeed falls back to its CPU
-accelerator without CUDA, so they run on the CPU too (bf16, ZeRO-2, gloo). bench/rl_gpu.sh runs
+accelerator without CUDA, so they run on the CPU too (bf16, ZeRO-2, gloo). bench/scripts/gpu_rl.sh runs
 the same stages on a GPU.
 """
 

@@ -3,7 +3,7 @@ pick built, checked and timed by the judge on the CPU backend, the milestone rew
 
 About 30 minutes on an idle 2-core machine (seed 0 took 33 min beside two other seeds); run with
 ``pytest -m slow tests/plugins/algorithms/test_kernel_learning.py -s``. Three seeds with bands:
-bench/rl/kernel_choice_cpu/README.md.
+bench/results/2026-11-26-29dc24e-cpu/README.md.
 """
 
 import json

@@ -2,7 +2,7 @@
 one rank takes on the same episodes, and a stage that cannot split says so before it starts.
 
 The launcher tests start real ranks with ``torch.distributed.run`` (gloo on the CPU, DeepSpeed
-ZeRO-3); bench/device_ranks.sh runs the same on two GPUs with NCCL.
+ZeRO-3); bench/scripts/gpu_x2_ranks.sh runs the same on two GPUs with NCCL.
 """
 
 from __future__ import annotations

@@ -273,7 +273,7 @@ def test_reordered_independent_statements_are_caught(dec):
 def test_one_added_elementwise_op_is_caught(dec):
     gemm = sample("level2/12_Gemm_Multiply_LeakyReLU")
     plus_tanh = gemm.replace("x = self.leaky_relu(x)", "x = self.leaky_relu(x)\n        x = torch.tanh(x)")
-    assert dec.ast_score(plus_tanh)[0] < 0.9  # 0.8997 in issue 18: kept
+    assert dec.ast_score(plus_tanh)[0] < 0.9  # 0.8997: the AST signal alone kept it (the first decontamination)
     assert caught(dec, plus_tanh, "level2/12_Gemm_Multiply_LeakyReLU") == ONE_OP_APART
     mish = sample("level2/29_Matmul_Mish_Mish")  # one op in the middle, spelled as a method
     middle = mish.replace("x = self.linear(x)", "x = self.linear(x).sigmoid()")
@@ -354,7 +354,7 @@ def test_composed_tasks_are_not_caught(composed):
 
 
 def test_the_reference_graphs_are_traced_once_per_content(tmp_path, monkeypatch):
-    """Issue 32: the 250 KernelBench graphs were traced again on every run (43-249 s). They are
+    """The 250 KernelBench graphs were traced again on every run (43-249 s) before. They are
     kept in the cache's signed store, keyed by the tasks' text, torch and the tracer; a changed
     task or a tampered entry is traced again."""
     import time

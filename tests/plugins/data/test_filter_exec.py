@@ -89,7 +89,7 @@ def test_cuda_pool_runs_one_worker_per_gpu():
 
 
 def test_a_task_waiting_for_a_held_timing_slot_is_not_timed_out():
-    """Issue 32: 2 of 24 good tasks were rejected as `timeout` beside other kag processes, their
+    """Under load: 2 of 24 good tasks were rejected as `timeout` beside other kag processes, their
     clock counting the wait for the machine-wide timing slot. The clock now stops while a task waits
     for a slot: held here for 3x the timeout, the good task still passes, and a hang still times out."""
     import threading

