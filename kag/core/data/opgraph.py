@@ -21,7 +21,10 @@ softmax, log-softmax, GELU, ELU, LeakyReLU and HardTanh, which core ATen keeps w
 composite op and its spelling in primitives become the same nodes: ``F.silu(x)`` is
 ``mul(x, sigmoid(x))`` as ``x * torch.sigmoid(x)`` is, and ``torch.softmax`` is ``exp(x - amax) /
 sum`` as the written-out softmax is. ``OpGraph.ops`` still counts the ops as called (one per
-``F.silu``), which is what "one benchmark operator plus an elementwise op" is measured in.
+``F.silu``), which is what "one benchmark operator plus an elementwise op" is measured in, and
+``OpGraph.whole`` is the forward traced again without decompositions, one node per op as called:
+a graded overlap of decomposed graphs weighs a composite op by its primitives (a multi-head
+attention's masked softmax is a dozen nodes), so one op added to it scores closer than one op is.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class OpGraph:
     pointwise: tuple[bool, ...]
     # the ops as called, before decompositions (``F.silu`` one, not two); None: the same as ``size``
     calls: int | None = None
+    # the same forward traced without decompositions (``trace`` sets it): one node per op as called
+    whole: OpGraph | None = attrs.field(default=None, eq=False, repr=False)
 
     def digest(self) -> str:
         """Hash of the graph that no statement order, name or shape changes (Merkle over inputs)."""
@@ -306,21 +311,24 @@ def trace(code: str, decompose: bool = True) -> OpGraph:
 
     from kag.core.tasks import load_module
 
-    builder = _Builder()
+    graphs: list[OpGraph] = []
     try:
         with warnings.catch_warnings(), torch.device("meta"):
             warnings.simplefilter("ignore")
             ns = load_module(code, "<decontam>")
             model = ns["Model"](*ns["get_init_inputs"]())
             inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
-            recorder = _recorder(builder, decompose)
-            for x in inputs:
-                if isinstance(x, torch.Tensor):
-                    recorder.mark(x, builder.node(INPUT, (), False))
-            with recorder:
-                model(*inputs)
+            for lower in (False, True) if decompose else (False,):
+                builder = _Builder()
+                recorder = _recorder(builder, lower)
+                for x in inputs:
+                    if isinstance(x, torch.Tensor):
+                        recorder.mark(x, builder.node(INPUT, (), False))
+                with recorder:
+                    model(*inputs)
+                graphs.append(builder.graph())
     except OpGraphError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure means "no graph"; the AST score still applies
         raise OpGraphError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    return builder.graph()
+    return attrs.evolve(graphs[-1], whole=graphs[0]) if decompose else graphs[0]

@@ -10,7 +10,8 @@ Three signals, the highest one is a task's score, and a score at or above ``thre
   the benchmark task calls at least ``MIN_SHARED_OPS`` ops that the two share (a fusion, not one
   level-1 operator); otherwise, against the benchmark tasks that call ``MIN_SHARED_OPS`` ops or
   more (one operator is matched by its exact graph only), the higher of the Dice overlap of the two
-  graphs' (op, input ops) multisets and, for a short graph (``SHORT_GRAPH`` nodes or fewer), the Dice overlap of their op
+  graphs' (op, input ops) multisets, traced without decompositions (``OpGraph.whole``: one token
+  per op as called, as before), and, for a short graph (``SHORT_GRAPH`` nodes or fewer), the Dice overlap of their op
   multisets with no edges at all, counted only at ``MULTISET_MIN`` or above (so the same ops
   wired in another order, ``leaky_relu(x) * s`` for ``leaky_relu(x * s)``, still score; a
   different count of any op does not). A task that cannot be traced (data-dependent control flow,
@@ -175,16 +176,21 @@ def traced_graphs(items: list[tuple[str, str]]) -> dict[str, Any]:
     entry = f"{h.hexdigest()[:32]}.json"
     data = store.read(entry)
     if data is not None:
-        return {name: None if g is None else opgraph.OpGraph(tuple(g[0]), tuple(map(tuple, g[1])), tuple(g[2]), g[3])
-                for name, g in json.loads(data).items()}
+        def graph(g: list) -> Any:
+            return opgraph.OpGraph(tuple(g[0]), tuple(map(tuple, g[1])), tuple(g[2]), g[3],
+                                   graph(g[4]) if len(g) > 4 else None)
+
+        return {name: None if g is None else graph(g) for name, g in json.loads(data).items()}
     graphs: dict[str, Any] = {}
     for name, code in items:
         try:
             graphs[name] = opgraph.trace(code)
         except opgraph.OpGraphError:
             graphs[name] = None
-    store.write(entry, json.dumps({name: None if g is None else [g.labels, g.inputs, g.pointwise, g.calls]
-                                   for name, g in graphs.items()}).encode())
+    def rows(g: Any) -> list:
+        return [g.labels, g.inputs, g.pointwise, g.calls] + ([rows(g.whole)] if g.whole is not None else [])
+
+    store.write(entry, json.dumps({name: None if g is None else rows(g) for name, g in graphs.items()}).encode())
     return graphs
 
 
@@ -229,7 +235,7 @@ class Decontaminator:
                 if ref.graph is None:
                     self.untraced.append(name)
             if ref.graph is not None:
-                ref.local = ref.graph.local_tokens()
+                ref.local = (ref.graph.whole or ref.graph).local_tokens()
                 if ref.graph.size <= SHORT_GRAPH + 1:
                     ref.multiset = ref.graph.multiset()
                 self.exact.setdefault(ref.graph.digest(), name)
@@ -269,7 +275,7 @@ class Decontaminator:
         # graded: against fusions only. One benchmark operator decomposed (softmax: 5 nodes) and a
         # task of it plus an op overlap at 0.92; that is a 2-op task, and its exact graph is above
         fusions = [ref for ref in self.reference if ref.graph is not None and ref.graph.ops >= MIN_SHARED_OPS]
-        local, best, best_name = graph.local_tokens(), 0.0, None
+        local, best, best_name = (graph.whole or graph).local_tokens(), 0.0, None
         for ref in fusions:
             if (d := dice(local, ref.local)) > best:
                 best, best_name = d, ref.name
