@@ -5,8 +5,9 @@ Three signals, the highest one is a task's score, and a score at or above ``thre
 - **op graph** (``kag.core.data.opgraph``): the forward traced on the meta device to aten ops under
   the core aten decompositions (``F.silu`` is ``sigmoid`` and ``mul``, ``torch.softmax`` is ``exp(x
   - amax) / sum``), with module, functional and method spellings lowered to the same ops and shapes,
-  names, layout ops and statement order normalised away. The same graph as a benchmark task scores
-  1.0; the same graph with one elementwise op added or removed scores ``ONE_OP_APART`` (0.95) when
+  names, layout ops and statement order normalised away. The same graph as a benchmark task (either
+  decomposed or as called: ``OpGraph.whole``) scores 1.0; the same graph with one elementwise op
+  (a primitive, or an op as called: a Mish) added or removed scores ``ONE_OP_APART`` (0.95) when
   the benchmark task calls at least ``MIN_SHARED_OPS`` ops that the two share (a fusion, not one
   level-1 operator); otherwise, against the benchmark tasks that call ``MIN_SHARED_OPS`` ops or
   more (one operator is matched by its exact graph only), the higher of the Dice overlap of the two
@@ -155,6 +156,11 @@ class Reference:
     multiset: Any = None  # the graph's op multiset, for a short graph
 
 
+def _both(graph: Any) -> list[Any]:
+    """The decomposed graph and, where traced, the graph of the ops as called."""
+    return [graph] + ([graph.whole] if graph.whole is not None else [])
+
+
 def traced_graphs(items: list[tuple[str, str]]) -> dict[str, Any]:
     """Each task's op graph (None: it cannot be traced), from the build cache's signed store when
     the same tasks were traced before by the same torch and tracer (``opgraph.TRACER_VERSION`` and
@@ -238,11 +244,12 @@ class Decontaminator:
                 ref.local = (ref.graph.whole or ref.graph).local_tokens()
                 if ref.graph.size <= SHORT_GRAPH + 1:
                     ref.multiset = ref.graph.multiset()
-                self.exact.setdefault(ref.graph.digest(), name)
                 self.ops[name] = ref.graph.ops
-                if ref.graph.ops - 1 >= MIN_SHARED_OPS:  # what the two share is a fusion
-                    for digest, op in ref.graph.one_op_fewer():
-                        self.minus_one.setdefault(digest, (name, op))
+                for g in _both(ref.graph):  # decomposed, and as called (a Mish is one op to take away)
+                    self.exact.setdefault(g.digest(), name)
+                    if ref.graph.ops - 1 >= MIN_SHARED_OPS:  # what the two share is a fusion
+                        for digest, op in g.one_op_fewer():
+                            self.minus_one.setdefault(digest, (name, op))
             if toks or ref.graph is not None:
                 self.reference.append(ref)
 
@@ -263,15 +270,16 @@ class Decontaminator:
         """``(score, closest, signal, note)`` of a traced task against the reference graphs."""
         from kag.plugin import dice
 
-        digest = graph.digest()
-        if digest in self.exact:
-            return 1.0, self.exact[digest], "graph", ""
-        for fewer, op in graph.one_op_fewer() if graph.size > MIN_SHARED_OPS else ():
-            if fewer in self.exact and self.ops[self.exact[fewer]] >= MIN_SHARED_OPS:
-                return ONE_OP_APART, self.exact[fewer], "graph_one_op", f"benchmark task plus {op}"
-        if digest in self.minus_one:
-            name, op = self.minus_one[digest]
-            return ONE_OP_APART, name, "graph_one_op", f"benchmark task less {op}"
+        for g in _both(graph):
+            if g.digest() in self.exact:
+                return 1.0, self.exact[g.digest()], "graph", ""
+        for g in _both(graph):
+            for fewer, op in g.one_op_fewer() if g.size > MIN_SHARED_OPS else ():
+                if fewer in self.exact and self.ops[self.exact[fewer]] >= MIN_SHARED_OPS:
+                    return ONE_OP_APART, self.exact[fewer], "graph_one_op", f"benchmark task plus {op}"
+            if g.digest() in self.minus_one:
+                name, op = self.minus_one[g.digest()]
+                return ONE_OP_APART, name, "graph_one_op", f"benchmark task less {op}"
         # graded: against fusions only. One benchmark operator decomposed (softmax: 5 nodes) and a
         # task of it plus an op overlap at 0.92; that is a 2-op task, and its exact graph is above
         fusions = [ref for ref in self.reference if ref.graph is not None and ref.graph.ops >= MIN_SHARED_OPS]

@@ -492,3 +492,15 @@ def test_the_graph_cache_key_names_the_tracer(tmp_path, monkeypatch):
     monkeypatch.setattr(opgraph, "TRACER_VERSION", opgraph.TRACER_VERSION + "+1")
     traced_graphs(items)
     assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 2
+
+
+def test_a_composite_op_taken_away_is_still_one_op(graph_only):
+    """Decomposed, a Mish is several nodes; the graph as called (``OpGraph.whole``) still sees the
+    benchmark task less one op."""
+    mish = sample("level2/29_Matmul_Mish_Mish")
+    d = Plugins().create("filter", "decontam", threshold=0.9, numeric=False)
+    d.add_reference([("level2/29_Matmul_Mish_Mish", mish)])
+    less = mish.replace("        x = torch.nn.functional.mish(x)\n", "", 1)
+    assert less != mish
+    v = d.judge(less)
+    assert (v.graph, v.signal, v.note) == (ONE_OP_APART, "graph_one_op", "benchmark task less mish"), v
