@@ -6,7 +6,8 @@ Every KernelBench task (levels 1-3) is rewritten four ways by AST transforms (be
 against the whole benchmark; a rewrite is caught when its score is at or above the threshold.
 Then N tasks of the rule composer (paper mix, crawled torch seeds) are scored the same way: those
 dropped are the false positives (a single-op task that *is* a level-1 op counts as dropped too; the
-table splits them by bucket). CPU only; rewrites are checked to trace, not run for values.
+table splits them by bucket). CPU only; rewrites are checked to trace, not run for values. The
+numeric signal is off unless ``--numeric`` (the table measures the op graph and the AST).
 
 - functional: ``self.m(x)`` of a known ``nn`` module -> its ``F.*`` call on the module's weights;
   ``torch.f(x)`` -> ``x.f()``; ``torch.matmul(a, b)`` / ``torch.bmm`` -> ``a @ b``; ``F.relu`` -> ``torch.relu``
@@ -238,6 +239,9 @@ def main() -> None:
     ap.add_argument("--composed", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--numeric", action="store_true",
+                    help="also the numeric signal (off: op graph and AST, as this table was first measured; "
+                         "on, it builds benchmark models at their own sizes, 14 GB resident on level 1)")
     args = ap.parse_args()
 
     from kag.plugins.data.decontam import Decontaminator
@@ -246,7 +250,7 @@ def main() -> None:
     bench = [(f"{p.parent.name}/{p.stem}", p.read_text()) for lv in ("level1", "level2", "level3")
              for p in sorted((root / lv).glob("*.py"), key=lambda p: int(p.name.split("_")[0]))]
     t0 = time.perf_counter()
-    dec = Decontaminator(threshold=args.threshold)
+    dec = Decontaminator(threshold=args.threshold, numeric=args.numeric)
     dec.add_reference(bench)
     print(f"{len(bench)} KernelBench tasks, {len(dec.untraced)} without an op graph ({', '.join(dec.untraced)}); "
           f"traced in {time.perf_counter() - t0:.1f} s", flush=True)

@@ -12,8 +12,12 @@ same function). ``clean/`` is generated from the rule composer's tasks of three 
 two may be a KernelBench operator itself: ``Flatten -> LogSoftmax`` is level1/24).
 ``--generate`` rewrites the generated files; without it the committed set is scored as it is.
 
+``clean/near_*.py`` are harder negatives written by hand: a KernelBench task with a genuinely new
+fusion added, or another computation of similar ops (kind "near-miss").
+
 Every task is scored against all 250 KernelBench tasks twice: the op graph and AST signals alone
-(before), and with the numeric signal (``kag.plugins.data.decontam_numeric``). CPU only.
+(``before``; ``graph`` is the op graph's own score in that verdict), and with the numeric signal
+(``kag.plugins.data.decontam_numeric``). CPU only.
 """
 
 from __future__ import annotations
@@ -122,28 +126,30 @@ def main() -> None:
     for label in ("contaminated", "clean"):
         for path in sorted((SET / label).glob("*.py")):
             code = path.read_text()
-            kind = "hand" if label == "contaminated" and not path.name.startswith("gen_") else \
-                ("generated" if label == "contaminated" else "composed")
+            kind = ("generated" if path.name.startswith("gen_") else "hand") if label == "contaminated" else \
+                ("near-miss" if path.name.startswith("near_") else "composed")
             source = code.splitlines()[0].split(":", 1)[1].split(",")[0].strip() if label == "contaminated" else ""
             v0 = before.judge(code)
             t0 = time.perf_counter()
             v1 = after.judge(code)
             rows.append({"file": path.name, "label": label, "kind": kind, "source": source,
-                         "before": round(v0.score, 3), "before_closest": v0.closest,
+                         "before": round(v0.score, 3), "before_closest": v0.closest, "before_signal": v0.signal,
+                         "graph": None if v0.graph is None else round(v0.graph, 3), "ast": round(v0.ast, 3),
                          "after": round(v1.score, 3), "after_closest": v1.closest, "signal": v1.signal,
                          "seconds": round(time.perf_counter() - t0, 2), "note": v1.note[:120]})
             print(json.dumps(rows[-1]), flush=True)
     t = args.threshold
     summary = {}
-    for kind in ("hand", "generated", "composed"):
+    for kind in ("hand", "generated", "composed", "near-miss"):
         sel = [r for r in rows if r["kind"] == kind]
-        summary[kind] = {"n": len(sel), "dropped_before": sum(r["before"] >= t for r in sel),
+        summary[kind] = {"n": len(sel), "dropped_by_graph_alone": sum((r["graph"] or 0.0) >= t for r in sel),
+                         "dropped_before": sum(r["before"] >= t for r in sel),
                          "dropped_after": sum(r["after"] >= t for r in sel)}
     cont = [r for r in rows if r["label"] == "contaminated"]
     clean = [r for r in rows if r["label"] == "clean"]
-    for when in ("before", "after"):
-        tp = sum(r[when] >= t for r in cont)
-        fp = sum(r[when] >= t for r in clean)
+    for when in ("graph", "before", "after"):
+        tp = sum((r[when] or 0.0) >= t for r in cont)
+        fp = sum((r[when] or 0.0) >= t for r in clean)
         summary[when] = {"recall": round(tp / max(1, len(cont)), 3), "false_positive_rate": round(fp / max(1, len(clean)), 3),
                          "precision": round(tp / max(1, tp + fp), 3)}
     summary["seconds_per_task_after"] = round(sum(r["seconds"] for r in rows) / max(1, len(rows)), 2)

@@ -15,6 +15,16 @@ meaning: shapes, constants, names, layout ops (view, transpose, contiguous ...),
 read no input (tensor factories, parameter-only arithmetic, BatchNorm's step counter: folded like
 constants), and statement order (nodes are hashed by their op and the hashes of their inputs,
 Merkle-style, so two orders of independent statements give the same graph).
+
+Composite ops are traced under aten's decompositions (``decompositions``: the core ATen table, plus
+softmax, log-softmax, GELU, ELU, LeakyReLU and HardTanh, which core ATen keeps whole), so a
+composite op and its spelling in primitives become the same nodes: ``F.silu(x)`` is
+``mul(x, sigmoid(x))`` as ``x * torch.sigmoid(x)`` is, and ``torch.softmax`` is ``exp(x - amax) /
+sum`` as the written-out softmax is. ``OpGraph.ops`` still counts the ops as called (one per
+``F.silu``), which is what "one benchmark operator plus an elementwise op" is measured in, and
+``OpGraph.whole`` is the forward traced again without decompositions, one node per op as called:
+a graded overlap of decomposed graphs weighs a composite op by its primitives (a multi-head
+attention's masked softmax is a dozen nodes), so one op added to it scores closer than one op is.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ LAYOUT_OPS = frozenset({
     "view", "unsafe_view", "reshape", "reshape_alias", "t", "transpose", "permute", "expand", "expand_as",
     "clone", "contiguous", "squeeze", "unsqueeze", "flatten", "unflatten", "detach", "alias", "lift_fresh",
     "lift_fresh_copy", "to_copy", "to", "as_strided", "view_as", "numpy_T", "mT", "type_as", "copy",
+    "convert_element_type",
 })
 # Spellings of one op after lowering; a tuple is a fused op split into its parts (data flows in order).
 ALIASES: dict[str, str | tuple[str, ...]] = {
@@ -43,7 +54,19 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "native_dropout": "dropout", "scaled_dot_product_attention": "sdpa",
     "scaled_dot_product_flash_attention_for_cpu": "sdpa", "scaled_dot_product_efficient_attention": "sdpa",
     "scaled_dot_product_flash_attention": "sdpa",
+    "max": "amax",  # x.max(dim).values, a written-out softmax's max; the softmax decomposition says amax
 }
+# Bumped whenever tracing changes what a graph is: the reference graphs are cached under it (decontam).
+TRACER_VERSION = "2: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
+# Composite ops core ATen keeps whole that KernelBench calls as one operator and a rewrite spells out.
+EXTRA_DECOMPOSITIONS = ("_softmax", "_log_softmax", "gelu", "elu", "leaky_relu", "hardtanh")
+# Core ATen decomposes these into elementwise products and sums; as a kernel they are a matrix
+# product, and ``ALIASES`` already lowers them to ``mm``.
+KEEP_WHOLE = frozenset({"mv", "dot", "baddbmm", "addmm", "addbmm", "matmul"})
+# x / c and x - c by a constant (a number, a parameter) are x * (1/c) and x + (-c)
+BY_A_CONSTANT = {"div": "mul", "sub": "add"}
+# the operand that leaves x as it is (x * 1, x / 1, x + 0, x - 0)
+IDENTITY = {"mul": 1, "div": 1, "add": 0, "sub": 0}
 POINTWISE_PARTS = frozenset({"add"})  # the pointwise part of a split fused op
 INPUT = "input"  # the label of the forward's tensor arguments
 MAX_OPS = 4000  # KernelBench's largest graph short of the unrolled RNNs has 1.8k nodes
@@ -61,6 +84,10 @@ class OpGraph:
     labels: tuple[str, ...]
     inputs: tuple[tuple[int, ...], ...]
     pointwise: tuple[bool, ...]
+    # the ops as called, before decompositions (``F.silu`` one, not two); None: the same as ``size``
+    calls: int | None = None
+    # the same forward traced without decompositions (``trace`` sets it): one node per op as called
+    whole: OpGraph | None = attrs.field(default=None, eq=False, repr=False)
 
     def digest(self) -> str:
         """Hash of the graph that no statement order, name or shape changes (Merkle over inputs)."""
@@ -93,6 +120,15 @@ class OpGraph:
         """Compute nodes (the inputs not counted)."""
         return sum(lab != INPUT for lab in self.labels)
 
+    @property
+    def ops(self) -> int:
+        """Compute ops as the task calls them, before decompositions (``size`` counts after)."""
+        return self.size if self.calls is None else self.calls
+
+    def multiset(self) -> collections.Counter[str]:
+        """The compute nodes' ops, with no edges: what an order-free comparison sees."""
+        return collections.Counter(lab for lab in self.labels if lab != INPUT)
+
     def one_op_fewer(self) -> Iterator[tuple[str, str]]:
         """``(digest, label)`` of each graph with one elementwise node removed (and bypassed)."""
         for i, (label, pw) in enumerate(zip(self.labels, self.pointwise)):
@@ -116,6 +152,36 @@ def _op_name(target: Any) -> str:
     return name.strip("_")
 
 
+def decompositions() -> dict[Any, Any]:
+    """The decomposition table the tracer lowers composite ops with: core ATen's plus
+    ``EXTRA_DECOMPOSITIONS``, less in-place ops (their ``copy_`` back would read as an edge from the
+    old value) and ``KEEP_WHOLE``."""
+    global _TABLE
+    if _TABLE is None:
+        import torch
+        from torch._decomp import core_aten_decompositions, get_decompositions
+
+        table = dict(core_aten_decompositions())
+        table.update(get_decompositions([getattr(torch.ops.aten, n) for n in EXTRA_DECOMPOSITIONS]))
+        _TABLE = {op: fn for op, fn in table.items() if isinstance(op, torch._ops.OpOverload)
+                  and not op._schema.is_mutable and _op_name(op) not in KEEP_WHOLE}
+    return _TABLE
+
+
+def out_of_place(op: Any) -> Any:
+    """``hardtanh.default`` for ``hardtanh_.default`` (None when ``op`` is not an in-place op)."""
+    import torch
+
+    name = op._schema.name.split("::")[-1]
+    if not (name.endswith("_") and not name.endswith("__") and op._schema.is_mutable):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    return getattr(packet, op._overloadname, None) if packet is not None else None
+
+
+_TABLE: dict[Any, Any] | None = None
+
+
 class _Builder:
     """Collects normalised nodes from aten calls as they are dispatched."""
 
@@ -123,6 +189,21 @@ class _Builder:
         self.labels: list[str] = []
         self.inputs: list[tuple[int, ...]] = []
         self.pointwise: list[bool] = []
+        self.calls = 0  # compute ops as called (a decomposed op counts as the nodes it would have made)
+
+    def truncate(self, n: int) -> None:
+        """Forget the nodes from ``n`` on (a decomposition that failed halfway)."""
+        del self.labels[n:], self.inputs[n:], self.pointwise[n:]
+
+    @staticmethod
+    def would_make(op: Any, per_arg: list[tuple[int, ...]]) -> int:
+        """How many nodes ``call`` makes of ``op`` undecomposed."""
+        if _op_name(op) in LAYOUT_OPS or not any(per_arg):
+            return 0
+        alias = ALIASES.get(_op_name(op), _op_name(op))
+        if isinstance(alias, tuple):
+            return len(alias) if any(per_arg[1:]) else 0
+        return 1
 
     def node(self, label: str, inputs: tuple[int, ...], pointwise: bool) -> tuple[int, ...]:
         if len(self.labels) >= MAX_OPS:
@@ -140,7 +221,11 @@ class _Builder:
         name = _op_name(op)
         if name in LAYOUT_OPS or not srcs:  # a re-view; or it reads no input: folded like a constant
             return srcs
+        if name in IDENTITY and len(args) == 2 and type(args[1]) in (int, float) and args[1] == IDENTITY[name]:
+            return srcs  # x * 1.0, x - 0 (a decomposition's default scale): x itself
         alias = ALIASES.get(name, name)
+        if name in BY_A_CONSTANT and per_arg[0] and not any(per_arg[1:]):
+            alias = BY_A_CONSTANT[name]  # x / c is x * (1/c): GELU's decomposition says x * 0.7071
         if name == "convolution" and len(args) > 6:  # Conv2d and ConvTranspose3d are different tasks
             alias = f"conv{len(args[3])}d" + ("_transpose" if args[6] else "")
         if isinstance(alias, tuple):  # addmm(bias, a, b) -> mm(a, b) -> add(., bias)
@@ -153,11 +238,12 @@ class _Builder:
         return self.node(alias, srcs, torch.Tag.pointwise in getattr(op, "tags", ()))
 
     def graph(self) -> OpGraph:
-        return OpGraph(tuple(self.labels), tuple(self.inputs), tuple(self.pointwise))
+        return OpGraph(tuple(self.labels), tuple(self.inputs), tuple(self.pointwise), self.calls)
 
 
-def _recorder(builder: _Builder) -> Any:
-    """A dispatch mode that runs each aten op (on meta tensors) and records it into ``builder``."""
+def _recorder(builder: _Builder, decompose: bool = True) -> Any:
+    """A dispatch mode that runs each aten op (on meta tensors) and records it into ``builder``; an
+    op in ``decompositions()`` runs as its decomposition, whose ops the mode records in its place."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
@@ -165,6 +251,8 @@ def _recorder(builder: _Builder) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.made: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(tensor) -> (tensor kept alive, nodes)
+            self.table = decompositions() if decompose else {}
+            self.depth = 0  # > 0 inside a decomposition
 
         def source(self, t: Any) -> tuple[int, ...]:
             got = self.made.get(id(t))
@@ -176,10 +264,36 @@ def _recorder(builder: _Builder) -> Any:
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
             import torch
 
-            out = func(*args, **(kwargs or {}))
             per_arg = [tuple(j for t in tree_flatten(a)[0] if isinstance(t, torch.Tensor) for j in self.source(t))
                        for a in (*args, *(kwargs or {}).values())]
+            inplace = out_of_place(func) if self.table and isinstance(func, torch._ops.OpOverload) else None
+            decomposition = self.table.get(inplace if inplace is not None else func)
+            if decomposition is not None and any(per_arg):
+                start = len(builder.labels)
+                self.depth += 1
+                try:
+                    with self:
+                        out = decomposition(*args, **(kwargs or {}))
+                    if inplace is not None and out is not NotImplemented:  # x.hardtanh_(): x is now out
+                        nodes = self.source(out)
+                        out = func(*args, **(kwargs or {}))
+                        self.mark(out, nodes)
+                except OpGraphError:
+                    raise
+                except Exception:  # noqa: BLE001 - no decomposition for these arguments: the op as it is
+                    out = NotImplemented
+                finally:
+                    self.depth -= 1
+                if out is not NotImplemented:
+                    if self.depth == 0:
+                        builder.calls += builder.would_make(func, per_arg)
+                    return out
+                builder.truncate(start)
+            out = func(*args, **(kwargs or {}))
+            before = len(builder.labels)
             nodes = builder.call(func, per_arg, args)
+            if self.depth == 0:
+                builder.calls += len(builder.labels) - before
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
                     self.mark(t, nodes)
@@ -188,29 +302,33 @@ def _recorder(builder: _Builder) -> Any:
     return Record()
 
 
-def trace(code: str) -> OpGraph:
-    """The op graph of a KernelBench-format task (``Model``, ``get_inputs``, ``get_init_inputs``)."""
+def trace(code: str, decompose: bool = True) -> OpGraph:
+    """The op graph of a KernelBench-format task (``Model``, ``get_inputs``, ``get_init_inputs``);
+    ``decompose=False`` traces composite ops whole (the tracer before ``TRACER_VERSION`` 2)."""
     import warnings
 
     import torch
 
     from kag.core.tasks import load_module
 
-    builder = _Builder()
+    graphs: list[OpGraph] = []
     try:
         with warnings.catch_warnings(), torch.device("meta"):
             warnings.simplefilter("ignore")
             ns = load_module(code, "<decontam>")
             model = ns["Model"](*ns["get_init_inputs"]())
             inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
-            recorder = _recorder(builder)
-            for x in inputs:
-                if isinstance(x, torch.Tensor):
-                    recorder.mark(x, builder.node(INPUT, (), False))
-            with recorder:
-                model(*inputs)
+            for lower in (False, True) if decompose else (False,):
+                builder = _Builder()
+                recorder = _recorder(builder, lower)
+                for x in inputs:
+                    if isinstance(x, torch.Tensor):
+                        recorder.mark(x, builder.node(INPUT, (), False))
+                with recorder:
+                    model(*inputs)
+                graphs.append(builder.graph())
     except OpGraphError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure means "no graph"; the AST score still applies
         raise OpGraphError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    return builder.graph()
+    return attrs.evolve(graphs[-1], whole=graphs[0]) if decompose else graphs[0]

@@ -4,7 +4,8 @@ Two tasks compute the same function when, built with the same constructor argume
 parameters, they give the same outputs on the same random inputs, whatever the spelling: ``nn.Linear``
 or its weights and ``x @ w.t() + b``, ``F.silu`` or ``x * sigmoid(x)``, a softmax written out, a
 positive scale moved through a LeakyReLU, other sizes. The op graph (kag.core.data.opgraph) compares
-how a task is written and misses these (it scored them 0.52-0.79).
+how a task is written: traced under the aten decompositions it now sees these (silu, softmax, the moved
+scale), but not a sigmoid, a SELU or a mean written out in other primitives, which this signal does.
 
 For a candidate task, every benchmark task's ``Model`` is built with the *candidate's*
 ``get_init_inputs()`` (so a copy with changed sizes still fits) and run on the candidate's inputs;

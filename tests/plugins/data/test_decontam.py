@@ -381,3 +381,126 @@ def test_the_reference_graphs_are_traced_once_per_content(tmp_path, monkeypatch)
     assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 1
     changed = traced_graphs(items[:-1] + [("conv", CONV_RELU_BIAS + "\n# edited\n")])
     assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 2 and set(changed) == set(first)
+
+
+# Issue 32, item 1: the op graph traced under the core aten decompositions, and an order-free op
+# multiset for short graphs. The verdicts below are the op graph's alone (numeric off).
+def task(forward: str, init: str = "pass", inputs: str = "torch.rand(8, 32)", args: str = "") -> str:
+    return ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+            f"class Model(nn.Module):\n    def __init__(self{args and ', ' + args}):\n        super().__init__()\n"
+            f"        {init}\n\n    def forward(self, x):\n        return {forward}\n\n"
+            f"def get_inputs():\n    return [{inputs}]\n\ndef get_init_inputs():\n    return []\n")
+
+
+@pytest.fixture(scope="module")
+def graph_only():
+    d = Plugins().create("filter", "decontam", threshold=0.9, numeric=False)
+    d.add_reference([(n, sample(n)) for n in ("level1/25_Swish", "level1/23_Softmax", "level1/26_GELU_",
+                                               "level1/31_ELU", "level2/12_Gemm_Multiply_LeakyReLU")])
+    return d
+
+
+@pytest.mark.parametrize("name, rewrite", [
+    ("level1/25_Swish", "F.silu(x)"),  # the issue's 0.787: silu against x * sigmoid(x)
+    ("level1/23_Softmax", "torch.exp(x - x.max(dim=1, keepdim=True).values) / "
+                          "torch.exp(x - x.max(dim=1, keepdim=True).values).sum(dim=1, keepdim=True)"),  # 0.521
+    ("level1/26_GELU_", "0.5 * x * (1.0 + torch.erf(x / 2 ** 0.5))"),
+    ("level1/31_ELU", "torch.where(x > 0, x, torch.expm1(x))"),
+])
+def test_a_composite_op_and_its_primitives_are_the_same_graph(graph_only, name, rewrite):
+    code = task(rewrite, inputs="torch.rand(16, 64)")
+    v = graph_only.judge(code)
+    assert (v.graph, v.signal, v.closest) == (1.0, "graph", name), v
+    ref = sample(name)
+    assert trace(code).digest() == trace(ref).digest()
+    assert trace(code, decompose=False).digest() != trace(ref, decompose=False).digest()  # what it was
+
+
+def test_silu_both_ways_and_in_place_spellings_lower_alike():
+    silu = [task("F.silu(x)"), task("x * torch.sigmoid(x)"), task("F.silu(x * 1.0, inplace=True)"),
+            task("nn.SiLU()(x)")]
+    assert len({trace(c).digest() for c in silu}) == 1
+    relu6 = [task("F.relu6(x)"), task("F.relu6(x, inplace=True)"), task("x.clamp(0, 6)"), task("F.hardtanh(x, 0., 6.)")]
+    assert len({trace(c).digest() for c in relu6}) == 1
+    assert trace(task("F.silu(x)")).ops == 1 and trace(task("x * torch.sigmoid(x)")).ops == 2  # as called
+
+
+def test_one_operator_decomposed_plus_an_elementwise_op_is_still_a_new_fusion(graph_only):
+    """Softmax decomposes to 5 nodes, but it is one benchmark operator: softmax then a scale is a
+    2-op task (``MIN_SHARED_OPS`` counts ops as called), not the benchmark task plus one op."""
+    v = graph_only.judge(task("torch.softmax(x, dim=1) * 2.0"))
+    assert v.graph < 0.9 and v.signal != "graph_one_op", v
+    gemm = sample("level2/12_Gemm_Multiply_LeakyReLU")  # a fusion plus one op still is
+    v = graph_only.judge(gemm.replace("return x", "return torch.tanh(x)"))
+    assert (v.graph, v.signal) == (ONE_OP_APART, "graph_one_op"), v
+
+
+def test_the_same_ops_wired_otherwise_match_by_the_op_multiset(graph_only):
+    """A scale moved through the LeakyReLU (positive, so the function is the same): other edges,
+    the same op multiset, a short graph."""
+    gemm = sample("level2/12_Gemm_Multiply_LeakyReLU")
+    moved = gemm.replace("        x = x * self.multiplier\n        x = self.leaky_relu(x)\n",
+                         "        x = self.leaky_relu(x)\n        x = x * self.multiplier\n")
+    assert moved != gemm and trace(moved).digest() != trace(gemm).digest()
+    v = graph_only.judge(moved)
+    assert (v.graph, v.signal, v.closest) == (1.0, "graph_multiset", "level2/12_Gemm_Multiply_LeakyReLU"), v
+
+
+def test_the_same_ops_in_another_multiset_do_not_match(graph_only):
+    """Gemm -> add a bias -> LeakyReLU has the op set of level2/12 (mm, add, mul, gt, where) but a
+    different multiset (one add more, one mul fewer): another computation, kept."""
+    code = task("F.leaky_relu(self.lin(x) + self.b, 0.1)",
+                init="self.lin = nn.Linear(32, 16)\n        self.b = nn.Parameter(torch.randn(16))")
+    ref = trace(sample("level2/12_Gemm_Multiply_LeakyReLU"))
+    g = trace(code)
+    assert set(g.multiset()) == set(ref.multiset()) and g.multiset() != ref.multiset()
+    v = graph_only.judge(code)
+    assert v.graph < 0.9 and graph_only.keep(v.score), v
+
+
+def test_the_op_multiset_is_for_short_graphs_only():
+    """18 nodes, the same multiset as the reference in another order: past ``SHORT_GRAPH``, only
+    the edge-aware overlap counts."""
+    from kag.plugins.data.decontam import SHORT_GRAPH
+
+    alternating = task(".".join(["x"] + ["relu()", "tanh()"] * 9))
+    grouped = task(".".join(["x"] + ["relu()"] * 9 + ["tanh()"] * 9))
+    d = Plugins().create("filter", "decontam", threshold=0.9, numeric=False)
+    d.add_reference([("alternating", alternating)])
+    assert trace(grouped).size == 18 > SHORT_GRAPH and trace(grouped).multiset() == trace(alternating).multiset()
+    v = d.judge(grouped)
+    assert v.signal != "graph_multiset" and d.keep(v.score), v
+    short = task(".".join(["x"] + ["relu()", "tanh()"] * 3))  # 6 nodes: the multiset signal applies
+    d.add_reference([("short", short)])
+    v = d.judge(task(".".join(["x"] + ["relu()"] * 3 + ["tanh()"] * 3)))
+    assert (v.signal, v.closest, v.graph) == ("graph_multiset", "short", 1.0), v
+
+
+def test_the_graph_cache_key_names_the_tracer(tmp_path, monkeypatch):
+    """A change to what tracing makes (``TRACER_VERSION``) misses the cache; the ops-as-called
+    count comes back from it."""
+    from kag.core.data import opgraph
+    from kag.plugins.data.decontam import traced_graphs
+
+    monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))
+    items = [("silu", task("F.silu(x)")), ("softmax", sample("level1/23_Softmax"))]
+    first = traced_graphs(items)
+    again = traced_graphs(items)
+    assert [g.ops for g in again.values()] == [g.ops for g in first.values()] == [1, 1]
+    assert again["softmax"].size == 5
+    assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 1
+    monkeypatch.setattr(opgraph, "TRACER_VERSION", opgraph.TRACER_VERSION + "+1")
+    traced_graphs(items)
+    assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 2
+
+
+def test_a_composite_op_taken_away_is_still_one_op(graph_only):
+    """Decomposed, a Mish is several nodes; the graph as called (``OpGraph.whole``) still sees the
+    benchmark task less one op."""
+    mish = sample("level2/29_Matmul_Mish_Mish")
+    d = Plugins().create("filter", "decontam", threshold=0.9, numeric=False)
+    d.add_reference([("level2/29_Matmul_Mish_Mish", mish)])
+    less = mish.replace("        x = torch.nn.functional.mish(x)\n", "", 1)
+    assert less != mish
+    v = d.judge(less)
+    assert (v.graph, v.signal, v.note) == (ONE_OP_APART, "graph_one_op", "benchmark task less mish"), v
