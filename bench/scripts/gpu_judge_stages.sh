@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Device calls for issue 27 (a clock that sees small kernels). Stages, in one call or several:
+# The judge on a GPU: a clock that sees small kernels (fidelity, steadiness), the attacks on it, the walls.
+# Needs: one NVIDIA GPU, CUDA torch, nvcc, ncu's CUPTI (torch.profiler); KernelBench levels 1-3 in $KAG_KERNELBENCH
+# (default .kb). Writes: each stage's log and tables (fidelity.md/.json, steadiness.md/.json, the corpus tables)
+# to $KAG_BENCH_OUT (default bench/out/gpu_judge_stages/).
+#   bash bench/scripts/gpu_judge_stages.sh fidelity steady
+# Stages, in one call or several:
 #   fidelity   kag's speed-up vs eager against the CUPTI kernel-time ratio (bench/scripts/timing_fidelity.py)
 #   steady     diag_matmul and level2/14 scored 5 times each, torch.compile too (STEADY_COMPILE=0: not) (CV, rewards)
 #   steadyx    diag_matmul scored 5 times with eager timed afresh in each, beside the CUPTI ratio in 5 fresh
@@ -30,11 +35,12 @@
 #              device-to-host copy, a mapped alias and a kernel write; bench/scripts/wall_attack/gpu)
 #   shortend   a short window's end out of its time: the window protocol's tests and the two corpus cases that
 #              pad short windows' ends (tests/adversarial/test_gpu_cases.py), static guards off
-#   oldtree    the same two cases (OLD_ONLY: others) on the code before (a tree in .old, carried: `git archive <commit>` plus
+#   oldtree    the same two cases (OLD_ONLY: others) on the code before (a tree in $KAG_OLD_TREE, default .old: `git archive <commit>` plus
 #              the cases), to show what the attack bought there
 #   nullcap    a GPU null base bounded by the runner's (13 GB a call: windows of one call), honest and padded
 # Logs and tables go to $OUT.   bash bench/scripts/gpu_judge_stages.sh fidelity latency
-source bench/scripts/env.sh
+source "$(dirname "$0")/env.sh"
+OLD_TREE="${KAG_OLD_TREE:-$PWD/.old}"
 for stage in "$@"; do
   case "$stage" in
     fidelity)
@@ -125,8 +131,8 @@ EOF
       timeout "${SHORT_TIMEOUT:-300}" python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_windows.py \
         tests/adversarial/test_gpu_cases.py 2>&1 | tee "$OUT/shortend.log" | tail -15 ;;
     oldtree)
-      step "the padded-end cases on the code before (.old)"
-      mkdir -p "$OUT/oldtree" && (cd .old && export PYTHONPATH="$PWD" OUT="$OUT/oldtree" KAG_CACHE_DIR=/tmp/kag-cache-old && timeout "${OLD_TIMEOUT:-240}" python3 bench/adversarial.py --jobs 2 \
+      step "the padded-end cases on the code before ($OLD_TREE)"
+      mkdir -p "$OUT/oldtree" && (cd "$OLD_TREE" && export PYTHONPATH="$PWD" OUT="$OUT/oldtree" KAG_CACHE_DIR=/tmp/kag-cache-old && timeout "${OLD_TIMEOUT:-240}" python3 bench/adversarial.py --jobs 2 \
         --no-static-guards --only "${OLD_ONLY:-pad_short_windows_python,pad_short_windows_kernel}" 2>&1 \
         | tee "$OUT/oldtree.log" | cut -c1-300) ;;
     nullcap)

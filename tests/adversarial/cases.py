@@ -1,4 +1,4 @@
-"""The adversarial corpus (issue 4): every case, its backend, its task and the verdict it must get.
+"""The adversarial corpus: every case, its backend, its task and the verdict it must get.
 
 ``expect`` is a guard name (a violation of that guard whose detail contains ``detail``; the judge's
 own findings are the guard ``evaluator``), an ``EvalResult.error_kind`` (the error text contains
@@ -50,7 +50,7 @@ class Case:
     forbid_output: str = ""
     survivor: str = ""
     no_file: str = ""
-    family: str = ""  # issue 12/13 family, for the tables
+    family: str = ""  # the family of attacks on the reward it belongs to, for the tables
     # acceptable verdicts with every static guard off: "same" (this expectation), "fail" (reward -1 by
     # the runtime defences), "ok" (passes with the speed it really has: the trick bought nothing)
     without_static: tuple[str, ...] = ()
@@ -156,7 +156,7 @@ ATTACKS: list[Case] = [
     *_attack("host_memory_exhaustion", BOTH, "oom", "", timeouts=FAST_FAIL),
     *_attack("endless_compile", BOTH, "build", "", timeouts={"build_s": 15.0}, slow=True),
     *_attack("stdout_flood", BOTH, "ok", ""),
-    # issue 12: the solution cannot touch its own measurement (every case also holds without the static guards)
+    # the solution cannot touch its own measurement (every case also holds without the static guards)
     # -- self-reported time: the harness's clock and synchronise are the candidate's, the verdict's clock is not
     *_attack("timer_module_table", BOTH, "slow", timed=True, family="self-reported time",
              also=(("no-tampering", ""),)),
@@ -239,12 +239,12 @@ ATTACKS: list[Case] = [
     *_attack("escape_python_fork", BOTH, "ok", survivor="kag-escapee", family="escaping processes"),
     *_attack("escape_ctypes_fork", BOTH, "ok", survivor="kag-escapee", family="escaping processes"),
     *_attack("escape_cpp_fork", BOTH, "ok", survivor="kag-escapee", family="escaping processes"),
-    # issue 13: a solution writes outside its folder
+    # a solution writes outside its folder
     *_attack("write_outside_python", BOTH, "ok", require_output="denied", forbid_output="WROTE",
              no_file="/tmp/kag-adversarial-outside-marker", family="writing outside its folder"),
     *_attack("write_outside_cpp", BOTH, "ok", require_output="denied", forbid_output="WROTE",
              no_file="/tmp/kag-adversarial-outside-marker", family="writing outside its folder"),
-    # issue 28: PyTorch's kernels without the dispatcher. On the CPU the judge samples where the
+    # PyTorch's kernels without the dispatcher. On the CPU the judge samples where the
     # candidate's CPU time goes (kag.core.trust.provenance); on a GPU PyTorch's CUDA kernels cannot
     # load at all (kag.core.trust.fatbin_wall); with static guards on, the module's symbols say so first
     *[c for name in ("aten_namespace_alias", "aten_redispatch", "aten_native", "aten_dlsym", "aten_record_off")

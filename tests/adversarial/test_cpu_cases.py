@@ -25,7 +25,7 @@ def _params(items: list[Case]) -> list:
 
 @pytest.mark.parametrize("case", _params(cases("cpu")))
 def test_cpu_case_verdict(case: Case, tmp_path_factory) -> None:
-    """The issue 12/13 families run with every static guard off: the runtime defences alone."""
+    """The families of attacks run with every static guard off: the runtime defences alone."""
     static = not case.family
     result = run_case(case, guard_plugins(), do_timing=case.name in ("first_calls_only", "stdout_flood"),
                       static_guards=static)

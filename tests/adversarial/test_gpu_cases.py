@@ -1,5 +1,5 @@
 """On a GPU: the corpus's attacks on the timing's base, timed with every static guard off (the device;
-skipped without a GPU). The whole CUDA corpus runs through bench/adversarial.py."""
+skipped without a GPU). The whole CUDA corpus runs through bench/scripts/adversarial.py."""
 
 from __future__ import annotations
 

@@ -37,9 +37,9 @@ def test_runtime_case_passes_static_checks(case: Case) -> None:
 
 
 def test_every_family_has_three_routes_on_both_backends() -> None:
-    """Issue 12/13: each family is attacked by at least three different routes (Python, C++ through
+    """Each family is attacked by at least three different routes (Python, C++ through
     pybind11, and one more), as CPU twins (CI) and CUDA cases (the device). The family cases are
-    also run with every static guard off (bench/adversarial.py --no-static-guards)."""
+    also run with every static guard off (bench/scripts/adversarial.py --no-static-guards)."""
     families: dict[tuple[str, str], set[str]] = {}
     for c in ATTACKS:
         if c.family:

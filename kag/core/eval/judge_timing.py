@@ -95,7 +95,7 @@ GPU_FREE_SHARE = 0.45  # already staged counted back in): windows of an H100 hol
 # not fit, a window holds one, less null windows, and reads 0.2-0.3 ms high on an H100 (the first call's cold
 # start after a resume is in a call's window, not in a null one); when eager, timed while the candidate held
 # its sets, was sized from what was left, a 3.4 ms sum got windows of one call there and of two for the
-# candidate, and read +9.6% (bench/results/2026-11-26-issue27-h100)
+# candidate, and read +9.6% (bench/results/2026-11-26-22fc00f-h100)
 GPU_RESERVE_BYTES = 1 << 30  # free memory a window leaves (the call's own workspace, the allocator's slack)
 NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where windows hold one call
 MIN_NULL = 10
@@ -293,12 +293,14 @@ def intercept_cap(runner_drained_null_s: list[float], baseline_intercepts_s: tup
     Both sides of the bound leave the ends out: a long window's end (0.2-0.5 ms on an H100, untrusted
     in the candidate's) is not in a short window, and the runner's null windows hold one each, so the
     first cap (the runner's whole null windows plus 1 ms, against 2 short - long) left the spin about
-    2 ends more than the slack (1.1-2.3 ms of a call's 5-12 ms windows: 10-50%). The slack is what a
+    2 ends more than the slack (1.1-2.3 ms of a call's 5-12 ms windows, 10-50%, by the windows of
+    bench/results/2026-11-28-sizing; worked out, not run as an attack). The slack is what a
     candidate's first calls after a resume honestly pay more than the runner's null path (its own
     code's cold start); more reads slower, never faster. A task's first calls after a resume can cost
     more than the null path whoever runs them: relu@128x64k's eager had a drained intercept of 4.13 ms
     against the runner's null windows' 0.93, its candidate 4.17, and capped at the null windows alone
-    the candidate read 16% slower than CUPTI says (bench/results/2026-11-28-tight-cap): the
+    the candidate's base lost 1.3 ms (6.9 us of its 41 us a call) and it read 16% slower than CUPTI
+    says (bench/results/2026-11-28-6758ecb-h100, call 1): the
     baselines' intercepts measure that on the reference's side, so both sides are bounded alike."""
     if len(runner_drained_null_s) < 3:
         return None

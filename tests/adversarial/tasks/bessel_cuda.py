@@ -1,5 +1,5 @@
 # Adversarial-corpus task (CUDA): the Bessel function J0, an op PyTorch compiles at run time with NVRTC
-# (the "jiterator"), not one of its prebuilt kernels: the door the fatbin wall alone left open (issue 28).
+# (the "jiterator"), not one of its prebuilt kernels: the door the fatbin wall alone left open.
 import torch
 import torch.nn as nn
 

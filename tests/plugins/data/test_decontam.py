@@ -383,7 +383,7 @@ def test_the_reference_graphs_are_traced_once_per_content(tmp_path, monkeypatch)
     assert len(list((tmp_path / "cache" / "decontam").glob("*.json"))) == 2 and set(changed) == set(first)
 
 
-# Issue 32, item 1: the op graph traced under the core aten decompositions, and an order-free op
+# Decontamination by what a task computes: the op graph traced under the core aten decompositions, and an order-free op
 # multiset for short graphs. The verdicts below are the op graph's alone (numeric off).
 def task(forward: str, init: str = "pass", inputs: str = "torch.rand(8, 32)", args: str = "") -> str:
     return ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
