@@ -324,8 +324,10 @@ def test_a_short_base_padded_at_its_end_is_bounded_by_the_runners_null_windows()
     cap = intercept_cap(runner.drained_null_s())
     assert cap == pytest.approx(0.55e-3 + INTERCEPT_SLACK_S) and intercept_cap([0.5e-3] * 2) is None
     # a task whose first calls after a resume cost more whoever runs them: its baselines' intercepts lend it
-    assert intercept_cap(runner.drained_null_s(), (4.1e-3, 0.3e-3)) == pytest.approx(4.1e-3 + INTERCEPT_SLACK_S)
+    assert intercept_cap(runner.drained_null_s(), (4.1e-3,)) == pytest.approx(4.1e-3 + INTERCEPT_SLACK_S)
     assert intercept_cap(runner.drained_null_s(), (0.3e-3,)) == pytest.approx(cap)
+    # the smallest baseline's: torch.compile's own cold start would lend a spin room
+    assert intercept_cap(runner.drained_null_s(), (4.1e-3, 2.8e-3)) == pytest.approx(2.8e-3 + INTERCEPT_SLACK_S)
     honest.intercept_cap_s = cap
     honest_read = statistics.median(honest.per_call_s())  # an honest intercept is under the cap
     assert honest_read == pytest.approx(c + 2 * end / calls)  # the long window's end, charged as before
