@@ -8,11 +8,9 @@ compute capability. Runs the reference only, in a spawned process.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
-import os
 import statistics
-from typing import Any, Iterator
+from typing import Any
 
 from kag.core.records import Task
 
@@ -23,22 +21,6 @@ def _median_ms(clock: Any, run: Any, iters: int, warmup: int = 3) -> float:
     for _ in range(warmup):
         clock.time_once(run)
     return statistics.median(clock.time_once(run) for _ in range(iters))
-
-
-@contextlib.contextmanager
-def _stderr_off() -> Iterator[None]:
-    """Kineto (torch >= 2.12) writes a ``USDT: ... profiler_start`` / ``profiler_stop`` line to
-    stderr whenever a profiler session starts or stops: noise in ``kag profile``'s report. Only the
-    session's start and stop run under this, so a real error in between still shows."""
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
 
 
 def _worker(code: str, device: str, compile_mode: str, iters: int, queue: Any) -> None:
@@ -53,6 +35,7 @@ def _analyse(code: str, device: str, compile_mode: str, iters: int) -> dict[str,
     from torch.profiler import ProfilerActivity, profile
 
     from kag.core.tasks import load_module
+    from kag.core.eval.observe import quiet_stderr
     from kag.core.eval.timing import Clock
 
     ns = load_module(code, "model.py")
@@ -67,14 +50,14 @@ def _analyse(code: str, device: str, compile_mode: str, iters: int) -> dict[str,
         compile_ms = _median_ms(clock, lambda: compiled(*inputs), iters)
         cuda = device.startswith("cuda")
         prof = profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU])
-        with _stderr_off():
+        with quiet_stderr():
             prof.__enter__()
         try:
             for _ in range(iters):
                 model(*inputs)
             clock.synchronize()
         finally:
-            with _stderr_off():
+            with quiet_stderr():
                 prof.__exit__(None, None, None)
     kernels: dict[str, list[float]] = {}
     for e in prof.events():

@@ -19,8 +19,10 @@ never depend on it (kag.core.eval.judge_timing, kag.core.eval.compare).
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import attrs
 
@@ -93,7 +95,8 @@ class CallObserver:
             activities.append(ProfilerActivity.CUDA)
         try:
             self._prof = profile(activities=activities, experimental_config=all_threads())
-            self._prof.__enter__()
+            with quiet_stderr():
+                self._prof.__enter__()
             python_markers(False)
             with self._range_type(HARNESS_MARK):
                 pass
@@ -132,7 +135,8 @@ class CallObserver:
             return obs
         try:
             python_markers(True)
-            self._prof.__exit__(None, None, None)
+            with quiet_stderr():
+                self._prof.__exit__(None, None, None)
             events = raw_events(self._prof)
         except Exception as exc:  # noqa: BLE001
             obs.error = f"the profiler failed: {type(exc).__name__}: {exc}"
@@ -141,6 +145,33 @@ class CallObserver:
             self._prof = None
         summarize_events(events, obs)
         return obs
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Kineto (torch >= 2.12) writes a ``USDT: ... profiler_start`` / ``profiler_stop`` line to
+    stderr whenever a profiler session starts or stops, whatever ``KINETO_LOG_LEVEL`` says: the
+    baseline runner's sessions printed 24 such lines into ``kag run``'s output. Only a session's start
+    and stop run under this, so a real error in between still shows. Where the process may not open
+    ``/dev/null`` (a confinement's file rules), stderr is left as it is: noise, never a failed session."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _range_class() -> Any:

@@ -326,3 +326,18 @@ def test_a_profiler_blinded_from_inside_a_call_is_an_error_not_a_clean_report():
     found = obs.stop()
     assert found.error and "of the 3 calls of forward" in found.error, found
     assert any("could not be observed" in v.detail for v in NoTorchFallback().check_observations(found, RunInfo()))
+
+
+def test_a_profiler_session_prints_nothing_on_stderr(capfd):
+    """Kineto writes ``USDT: ... profiler_start`` / ``profiler_stop`` to stderr for every session, whatever
+    its log level: the runner's sessions printed 24 lines into ``kag run``'s output. Not any more."""
+    import sys
+
+    obs = CallObserver("cpu")
+    obs.start()
+    with obs.forward_range():
+        torch.ones(4).relu()
+    obs.stop()
+    print("after the session", file=sys.stderr)  # stderr still works afterwards
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "profiler_st" not in err and "after the session" in err
