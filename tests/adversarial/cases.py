@@ -291,6 +291,14 @@ ATTACKS: list[Case] = [
     # solution's code); where they did not, it passed at 0.01x eager, reward 1: slow, out of CI
     *_attack("rotate_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # against the absolute count (the threads' time in PyTorch's code a call, against eager's): one spinning
+    # thread runs the fallback in eight short bursts a call while the caller spins; caught by that count (0.46x)
+    *_attack("burst_spinner_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # ... and PyTorch on a fifth of the tensor only, the rest the solution's own loop: 0.73x eager's time a call in
+    # PyTorch's code on the VM (the spinning slows the fallback), the bound 0.05x
+    *_attack("partial_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",
