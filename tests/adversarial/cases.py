@@ -287,8 +287,10 @@ ATTACKS: list[Case] = [
     *_attack("hop_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # hop_threads_cpp's counter: the fallback on persistent threads that spin in the solution the rest of the
-    # time. Caught only where PyTorch's own worker threads show (the pooled threads that never ran the
-    # solution's code); where they did not, it passed at 0.01x eager, reward 1: slow, out of CI
+    # time. The shares caught it only where PyTorch's own worker threads showed (the pooled threads that never
+    # ran the solution's code); where they did not, it passed at 0.01x eager, reward 1. The absolute count (its
+    # threads' time a call in PyTorch's code, 0.27x to 1.9x eager's on the VM, the bound 0.05x) catches it
+    # either way; slow (35-50 s), out of CI
     *_attack("rotate_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # against the absolute count (the threads' time in PyTorch's code a call, against eager's): one spinning
