@@ -230,7 +230,8 @@ def _busy(attempts: int, expected_ms: float, eager_ms: float, threads: dict[str,
 def test_pytorchs_time_a_call_against_eagers_is_not_diluted_by_spinning_threads():
     """rotate_spinners_cpp as recorded on the VM where PyTorch's worker threads did not show apart: its
     threads all ran the solution's code most of the time, every share under half, yet they spent 0.22 ms a
-    call in PyTorch's code, 0.28x eager's 0.78 ms; honest examples spent at most 0.003x."""
+    call in PyTorch's code, 0.28x eager's 0.78 ms (an earlier estimate, from each stop's expected call time; the
+    window-timed one read 1.9x); honest examples spent at most 0.0063x."""
     spin = {f"s{i}": {"solution": 4100, "torch": 16, "foreign": 0, "runtime": 5} for i in range(4)}
     spin["main"] = {"solution": 4277, "torch": 2, "foreign": 0, "runtime": 40}
     rotate = _busy(attempts=4392, expected_ms=15.96, eager_ms=0.7809, threads=spin, moments=4313, outside=63,
@@ -257,14 +258,14 @@ def test_pytorchs_time_a_call_against_eagers_is_not_diluted_by_spinning_threads(
 
 def test_the_absolute_count_reads_first_stops_alone_too():
     """A candidate that turns to its own code once it sees a stop leaves PyTorch's time at first stops only."""
-    reacting = _busy(attempts=2000, expected_ms=5.0, eager_ms=1.0, moments=1900, outside=40, firsts=200,
+    reacting = _busy(attempts=8000, expected_ms=5.0, eager_ms=1.0, moments=7900, outside=40, firsts=200,
                      firsts_outside=40, first_attempts=200, first_threads={"main": [200, 40]},
                      threads={"main": {"solution": 1860, "torch": 40, "foreign": 0, "runtime": 10},
                               "s": {"solution": 1900, "torch": 0, "foreign": 0, "runtime": 0}})
     reacting.first_threads = {"main": [200, 40], "s": [200, 0]}
     reacting.firsts_outside = 40
     assert busier_than_eager(reacting.first_busy_s, 40, 200, reacting.eager_s)
-    assert not busier_than_eager(reacting.busy_s, 40, 200, reacting.eager_s, share=0.5)
+    assert not busier_than_eager(reacting.busy_s, 40, 200, reacting.eager_s)  # 0.025 ms a call over every stop
     found = reacting.busy_verdicts()
     assert found and "at the windows' first stops of 200 sampled windows" in found[0]
 
