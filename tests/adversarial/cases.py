@@ -301,6 +301,11 @@ ATTACKS: list[Case] = [
     # PyTorch's code on the VM (the spinning slows the fallback), the bound 0.05x
     *_attack("partial_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # the count's floor: PyTorch on a tenth of the tensor on the calling thread, nothing spinning (its shares far
+    # under half): 0.063x eager's time a call on the VM, its bound 0.049x against 0.05x, so either verdict; it
+    # passed at 0.73x eager, slower than the honest example (0.97x): the tenth bought nothing
+    *_attack("tenth_fallback_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""), ("ok", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",

@@ -48,8 +48,9 @@ no spinning thread shortens (``busy_verdicts``). Against the eager reference's t
 above ``BUSY_SHARE`` (surely: a Poisson bound on the count), over every stop or over the windows' first stops.
 Measured on the VM (bench/results/2026-11-28-f36939e-cpu/): the 11 honest CPU solutions at most 0.0063x
 eager's time (6 samples, a bound of 0); the 14 sampled fallbacks 0.19x to 6.5x (beside spinning threads,
-which slow it), their bounds 0.155x and up. A fallback that runs PyTorch for a tenth of eager's work or less
-and spins nowhere (the shares then catch nothing either) is below what it can see (estimated, ~0.02-0.03x).
+which slow it), their bounds 0.155x and up. A fallback that runs PyTorch for a tenth of eager's work and spins
+nowhere (the shares then catch nothing either) is at its floor: 0.063x, a bound of 0.049x, passed (at 0.73x
+eager, slower than honest); less than a tenth goes unseen.
 
 A sample in PyTorch's library that lies inside one of its exported bookkeeping functions (the
 profiler every call runs under, RecordFunction, allocating an empty tensor, tensor metadata, the
