@@ -75,6 +75,15 @@ def windows_of(result: Any) -> dict | None:
     return {side: {k: c.get(k) for k in WINDOW_KEYS} for side, c in sides.items()}
 
 
+def samples_of(result: Any) -> dict | None:
+    """The CPU provenance's raw counts (the judge's ``observed["cpu_samples"]``) and the times they are
+    read against, where the judge sampled any."""
+    observed = getattr(result, "metadata", {}).get("observed") if result is not None else None
+    if not observed or "cpu_samples" not in observed:
+        return None
+    return {**observed["cpu_samples"], "times_ms": dict(getattr(result, "times_ms", {}) or {})}
+
+
 def write_tables(rows: list[dict], backend: str, static: bool) -> None:
     """adversarial[_no_static].{json,md} in $OUT (rewritten after every case: a run cut short by a
     time limit still leaves its table)."""
@@ -134,14 +143,14 @@ def main() -> int:
             ok, got = matches(case, result, static_guards=static), describe(result, case)
         except Exception as exc:  # noqa: BLE001 - the evaluator itself failed: a wrong verdict
             ok, got = False, f"evaluator raised {type(exc).__name__}: {exc}"
-        return case, ok, got, time.perf_counter() - start, windows_of(result)
+        return case, ok, got, time.perf_counter() - start, windows_of(result), samples_of(result)
 
     if backend == "cuda":  # judges started ahead of need, as in an agent episode or kag eval
         from kag.core.eval.judge_process import keep_judges_warm
 
         keep_judges_warm(max(1, args.jobs))
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for case, ok, got, seconds, windows in pool.map(run_one, selected):
+        for case, ok, got, seconds, windows, samples in pool.map(run_one, selected):
             now = used_mb() if args.jobs <= 1 else None
             delta = None if now is None or base is None else round(now - base, 1)
             expected = case.expect + (f" ({case.detail})" if case.detail else "")
@@ -149,7 +158,7 @@ def main() -> int:
                 expected = " or ".join(o if o != "same" else expected for o in case.no_static_outcomes)
             rows.append({"case": case.id, "family": case.family, "expected": expected, "got": got, "ok": ok,
                          "seconds": round(seconds, 2), "gpu_mem_delta_mb": delta, "honest": case.honest,
-                         "windows": windows})
+                         "windows": windows, "cpu_samples": samples})
             print(f"{case.id:34s} {expected[:28]:28s} {str(ok):5s} {seconds:6.1f} "
                   f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
             write_tables(rows, backend, static)

@@ -287,10 +287,25 @@ ATTACKS: list[Case] = [
     *_attack("hop_threads_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
     # hop_threads_cpp's counter: the fallback on persistent threads that spin in the solution the rest of the
-    # time. Caught only where PyTorch's own worker threads show (the pooled threads that never ran the
-    # solution's code); where they did not, it passed at 0.01x eager, reward 1: slow, out of CI
+    # time. The shares caught it only where PyTorch's own worker threads showed (the pooled threads that never
+    # ran the solution's code); where they did not, it passed at 0.01x eager, reward 1. The absolute count (its
+    # threads' time a call in PyTorch's code, 0.27x to 1.9x eager's on the VM, the bound 0.05x) catches it
+    # either way; slow (35-50 s), out of CI
     *_attack("rotate_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
              family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # against the absolute count (the threads' time in PyTorch's code a call, against eager's): one spinning
+    # thread runs the fallback in eight short bursts a call while the caller spins; caught by that count (0.46x)
+    *_attack("burst_spinner_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # ... and PyTorch on a fifth of the tensor only, the rest the solution's own loop: 0.73x eager's time a call in
+    # PyTorch's code on the VM (the spinning slows the fallback), the bound 0.05x
+    *_attack("partial_spinners_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""))),
+    # the count's floor: PyTorch on a tenth of the tensor on the calling thread, nothing spinning (its shares far
+    # under half): 0.063x eager's time a call on the VM, its bound 0.049x against 0.05x, so either verdict; it
+    # passed at 0.73x eager, slower than the honest example (0.97x): the tenth bought nothing
+    *_attack("tenth_fallback_cpp", ("cpu",), "no-torch-fallback", "provenance", timed=True, slow=True,
+             family="ATen's kernels unseen", also=(("no-torch-fallback", "imports"), ("no-hidden-work", ""), ("ok", ""))),
     # -- the wall undone from inside: what is left of libtorch_cuda's file mapping grown over the walled
     # pages (mremap needs no open, so Landlock never sees it); the candidate's filter refuses mremap
     *_attack("wall_mremap", ("cuda",), "cuda_error", "PyTorch's own CUDA kernels", family="ATen's kernels unseen",

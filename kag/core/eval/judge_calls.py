@@ -695,6 +695,8 @@ class CandidateCalls:
                 f"timing: the candidate ran {ops} while handing an output over: work done after its call "
                 f"returned, where the call's time does not count it")})
         if self.provenance is not None:
+            eager_ms = self.report.times_ms.get("eager")  # the absolute rule's yardstick (timed windows only)
+            self.provenance.eager_s = eager_ms / 1e3 if timed and isinstance(eager_ms, (int, float)) and eager_ms > 0 else None
             for detail in self.provenance.verdicts():  # the no-torch-fallback policy, checked by where the time goes
                 self.report.violations.append({"guard": "no-torch-fallback", "detail": f"provenance: {detail}"})
             self.report.observed["cpu_samples"] = self.provenance.summary()

@@ -60,6 +60,8 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
         last_end = time.perf_counter()
         if stops is not None:
             timing.sampled_s.append(max(0.0, window - stops.stopped_s))
+            if hasattr(stops, "prov"):  # the absolute count: this window's call time
+                stops.prov.window_done(window, stops)
         if kind == "timed":
             timing.timed_s.append(window)
             timing.end_s.append(proc.end_s)

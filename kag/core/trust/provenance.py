@@ -39,6 +39,19 @@ the last 200 us) and it runs above the candidate in the scheduler (kag.core.eval
 2-core machine a fallback beside spinning threads once left 12 computing stops in 384 windows, no
 verdict, and passed. No verdict after all that, once windows were sampled, fails closed.
 
+Shares can be diluted at the cost of speed: four threads spinning in the solution's module, the fallback run
+on each of them in turn and the caller spinning twice as long as it took, left every share under half
+(rotate_spinners_cpp: 63 of 4313 computing stops, reward 1 where PyTorch's worker threads did not show apart).
+So the time is also counted, not shared: each stop adds a call's expected time for each thread it found in
+PyTorch's or another library's code, and over the stops that is the threads' time in that code a call, which
+no spinning thread shortens (``busy_verdicts``). Against the eager reference's time a call it fails a candidate
+above ``BUSY_SHARE`` (surely: a Poisson bound on the count), over every stop or over the windows' first stops.
+Measured on the VM (bench/results/2026-11-28-f36939e-cpu/): the 11 honest CPU solutions at most 0.0063x
+eager's time (6 samples, a bound of 0); the 14 sampled fallbacks 0.19x to 6.5x (beside spinning threads,
+which slow it), their bounds 0.155x and up. A fallback that runs PyTorch for a tenth of eager's work and spins
+nowhere (the shares then catch nothing either) is at its floor: 0.063x, a bound of 0.049x, passed (at 0.73x
+eager, slower than honest); less than a tenth goes unseen.
+
 A sample in PyTorch's library that lies inside one of its exported bookkeeping functions (the
 profiler every call runs under, RecordFunction, allocating an empty tensor, tensor metadata, the
 dispatcher's lookup: found by name and size in the library's ``.dynsym`` and ``.symtab``) is ``runtime``: the harness's observer and an honest
@@ -69,6 +82,13 @@ WILSON_Z = 3.0  # ... beyond three standard errors (an honest kernel at 25% is f
 MIN_SAMPLES = 8  # no verdict on fewer samples
 MIN_MOMENTS = 48  # the judge runs more sampled windows until this many stops found computing code (``enough``)
 MIN_THREAD_SAMPLES = 24  # ... and this many computing samples in each thread seen outside the solution
+# the absolute rule (``busy_verdicts``): the time the candidate's threads spent in PyTorch's or another library's
+# computing code, a call, against the eager reference's time a call. Spinning threads, however many, take
+# none of it away: a fallback's ATen kernel runs as long wherever it runs (longer beside spinners that take
+# its cores); alone, 0.19x-0.31x of eager's time, which also holds eager's allocation and the harness's path. Measured on the VM (bench/results/2026-11-28-f36939e-cpu/): honest at most 0.0063x eager's time,
+# fallbacks 0.19x and up (their Poisson bounds 0.155x and up).
+BUSY_SHARE = 0.05  # more than this share of eager's time a call spent in another library's code ...
+BUSY_Z = 3.0  # ... beyond three standard errors of the samples' count (a Poisson bound)
 COMPUTING = frozenset({"solution", "torch", "foreign"})
 OUTSIDE = frozenset({"torch", "foreign"})
 TORCH_LIBS = re.compile(r"^libtorch(_cpu|_cuda|_cuda_linalg)?\.so")
@@ -206,6 +226,22 @@ def running_threads(pid: int, fds: dict[str, int] | None = None) -> list[tuple[s
     return pcs
 
 
+def busy_lower(busy_s: float, k: int, windows: int, z: float = BUSY_Z) -> float:
+    """The time a call that the candidate's threads spent in another library's code, estimated over
+    ``windows`` sampled windows (``busy_s``: the sum of their estimates) from ``k`` samples of threads
+    there, lowered by ``z`` standard errors of ``k`` (a Poisson count); 0 without samples."""
+    if k <= 0 or windows <= 0:
+        return 0.0
+    return busy_s / windows * max(0.0, k - z * math.sqrt(k)) / k
+
+
+def busier_than_eager(busy_s: float, k: int, windows: int, eager_s: float | None,
+                      share: float = BUSY_SHARE) -> bool:
+    """Enough samples, and surely more than ``share`` of eager's time a call spent in another library's
+    code: an absolute count of that time, which no thread spinning in the solution's module dilutes."""
+    return bool(eager_s) and k >= MIN_SAMPLES and busy_lower(busy_s, k, windows) > share * eager_s
+
+
 def wilson_lower(k: int, n: int, z: float = WILSON_Z) -> float:
     """The lower end of the Wilson score interval of a share ``k / n`` (``z`` standard errors)."""
     if n <= 0:
@@ -248,6 +284,13 @@ class CpuProvenance:
     # per thread, [computing, outside] at each window's first stop (a thread spinning in the solution makes every
     # first stop a computing one; a later stop of the window, drawn densely, lands at a call's start: biased)
     first_threads: dict[str, list[int]] = attrs.field(factory=dict)
+    # the candidate's threads' time a call in PyTorch's or another library's code (``busy_verdicts``), summed over
+    # the sampled windows that took a stop: each window's threads found there a stop, times its call's time as the
+    # judge's clock measured that window (less its stops); the same of each window's first stop alone
+    busy_s: float = 0.0
+    first_busy_s: float = 0.0
+    busy_windows: int = 0
+    eager_s: float | None = None  # the eager reference's time a call, as the judge timed it (``busy_verdicts``)
     _last: "WindowSampler | None" = None  # the last window's sampler: how many samples it took of those it asked for
     _scale: float = 1.0  # the delays' scale, shrunk while windows end before their samples are taken
     stop: Callable[[], None] | None = None  # the judge's stop and resume of the candidate (its bookkeeping)
@@ -294,9 +337,10 @@ class CpuProvenance:
         i = bisect_right(starts, pc - base) - 1
         return i >= 0 and funcs[i][0] <= pc - base < funcs[i][1]
 
-    def sample(self, first: bool = False) -> None:
-        """Stop the candidate, record where its running threads are, resume it. ``first``: the
-        window's first stop, which nothing the candidate saw of this window can have foretold."""
+    def sample(self, first: bool = False) -> int:
+        """Stop the candidate, record where its running threads are, resume it; how many of them were in
+        PyTorch's or another library's code. ``first``: the window's first stop, which nothing the candidate
+        saw of this window can have foretold."""
         self.attempts += 1
         if self.stop is not None:
             self.stop()
@@ -304,6 +348,7 @@ class CpuProvenance:
             os.kill(self.pid, signal.SIGSTOP)
             os.waitpid(self.pid, os.WUNTRACED)
         kinds: set[str] = set()
+        outside = 0
         try:
             for tid, pc in running_threads(self.pid, self._fds):
                 path = self._where(pc)
@@ -313,6 +358,7 @@ class CpuProvenance:
                     kind, name = "runtime", f"{name} (bookkeeping)"
                 self.counts[kind] += 1
                 kinds.add(kind)
+                outside += kind in OUTSIDE
                 if first and kind in COMPUTING:
                     seen = self.first_threads.setdefault(tid, [0, 0])
                     seen[0] += 1
@@ -331,6 +377,7 @@ class CpuProvenance:
                 self.resume()
             else:
                 os.kill(self.pid, signal.SIGCONT)
+        return outside
 
     def window_sampler(self, calls: int = 1) -> "WindowSampler":
         """A sampler for one window of ``calls`` calls (kag.core.eval.candidate_process.wait_done).
@@ -410,6 +457,9 @@ class CpuProvenance:
                     f"computing, one of its threads was in PyTorch's or another library's code ({self.counts['torch']} "
                     f"samples in PyTorch, {self.counts['solution']} in the solution's own module; {where}): its work "
                     f"is done by code that is not the solution's, whatever it runs once it has seen a stop"]
+        busy = self.busy_verdicts()
+        if busy:
+            return busy
         for n_t, out_t in sorted(self._first_thread_counts(), key=lambda c: -c[1]):  # each thread's first stops
             if not_its_own(out_t, n_t):
                 return [f"{out_t} of the {n_t} sampled windows whose first stop found one of the candidate's threads "
@@ -429,6 +479,55 @@ class CpuProvenance:
                     f"(its threads idle or blocked in the kernel while its calls ran)"]
         return []
 
+    def window_done(self, window_s: float, stops: "WindowSampler") -> None:
+        """A sampled window of ``window_s`` on the judge's clock has ended: its stops' count of threads in
+        another library's code, as a share of its stops, times its call's time, joins ``busy_s``."""
+        if stops.attempts <= 0:
+            return
+        per_call = max(0.0, window_s - stops.stopped_s) / stops.calls
+        self.busy_s += stops.outside / stops.attempts * per_call
+        self.first_busy_s += stops.first_outside * per_call
+        self.busy_windows += 1
+
+    def busy(self) -> dict[str, Any]:
+        """The absolute count: the candidate's threads' time a call in PyTorch's or another library's code,
+        estimated from every stop and from first stops alone (ms), and as a share of eager's time."""
+        k = self.counts["torch"] + self.counts["foreign"]
+        k_first = sum(seen[1] for seen in self.first_threads.values())
+        n = max(self.busy_windows, 1)
+        out: dict[str, Any] = {
+            "outside_thread_samples": k, "first_outside_thread_samples": k_first, "busy_windows": self.busy_windows,
+            "outside_ms_per_call": round(self.busy_s / n * 1e3, 6),
+            "first_outside_ms_per_call": round(self.first_busy_s / n * 1e3, 6)}
+        if self.eager_s:
+            out["eager_ms"] = round(self.eager_s * 1e3, 6)
+            out["outside_of_eager"] = round(self.busy_s / n / self.eager_s, 4)
+            out["outside_of_eager_lower"] = round(busy_lower(self.busy_s, k, n) / self.eager_s, 4)
+            out["first_outside_of_eager"] = round(self.first_busy_s / n / self.eager_s, 4)
+            out["first_outside_of_eager_lower"] = round(busy_lower(self.first_busy_s, k_first, n) / self.eager_s, 4)
+        return out
+
+    def busy_verdicts(self) -> list[str]:
+        """The absolute rule (``BUSY_SHARE``): on the CPU backend, with eager's time known, a candidate whose
+        threads spent surely more than that share of eager's time a call in PyTorch's or another library's
+        code, over every stop or over the windows' first stops (which a candidate that reacts to stops cannot
+        have foreseen), had that code do the work, however many threads spun in its own module meanwhile."""
+        if self.gpu or not self.eager_s:
+            return []
+        b = self.busy()
+        where = ", ".join(f"{name} {count}" for name, count in sorted(self.places.items(), key=lambda kv: -kv[1])[:4])
+        for label, busy_s, k in (("stops", self.busy_s, b["outside_thread_samples"]),
+                                 ("windows' first stops", self.first_busy_s, b["first_outside_thread_samples"])):
+            if busier_than_eager(busy_s, k, self.busy_windows, self.eager_s):
+                ms = busy_s / self.busy_windows * 1e3
+                return [f"its threads spent about {ms:.4g} ms a call in PyTorch's or another library's code ({k} thread "
+                        f"samples at the {label} of {self.busy_windows} sampled windows; {self.counts['solution']} "
+                        f"samples in the solution's own module, "
+                        f"{len(self.threads)} threads; {where}), {ms / (self.eager_s * 1e3):.2f}x the eager reference's "
+                        f"{self.eager_s * 1e3:.4g} ms a call, more than {BUSY_SHARE:.2f}x: its work is done by code that "
+                        f"is not the solution's, whatever spins beside it"]
+        return []
+
     def close(self) -> None:
         for fd in self._fds.values():
             try:
@@ -442,7 +541,11 @@ class CpuProvenance:
                 "moments": self.moments, "moments_outside": self.moments_outside,
                 "first_stops": self.firsts, "first_stops_outside": self.firsts_outside, "threads": len(self.threads),
                 "expected_ms": round(self.expected_s * 1e3, 4), "delay_scale": round(self._scale, 4),
-                "top": dict(sorted(self.places.items(), key=lambda kv: -kv[1])[:6])}
+                "top": dict(sorted(self.places.items(), key=lambda kv: -kv[1])[:6]),
+                # the raw counts each rule reads, per thread (numbered in the order first seen, not by id)
+                "per_thread": [dict(mine) for mine in self.threads.values()],
+                "first_per_thread": [list(seen) for seen in self.first_threads.values()],
+                "pooled_threads": len(self._pooled()), **self.busy()}
 
 
 class WindowSampler:
@@ -459,6 +562,8 @@ class WindowSampler:
         self.due: float | None = None
         self.stopped_s = 0.0
         self.attempts = 0  # the samples this window has taken
+        self.outside = 0  # the threads its stops found in PyTorch's or another library's code
+        self.first_outside = 0  # ... at its first stop
 
     def __call__(self) -> float:
         now = time.perf_counter()
@@ -467,7 +572,10 @@ class WindowSampler:
         elif self.attempts >= MAX_SAMPLES_PER_CALL * self.calls:  # enough of this window: its
             self.due = now + 3600.0  # cost (a stop and a read of every thread) is the evaluation's time
         elif now >= self.due:
-            self.prov.sample(first=self.attempts == 0)
+            found = self.prov.sample(first=self.attempts == 0)
+            if self.attempts == 0:
+                self.first_outside = found
+            self.outside += found
             self.attempts += 1
             after = time.perf_counter()
             self.stopped_s += after - now

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from kag.core.trust.provenance import BOOKKEEPING, CpuProvenance, library_functions
+from kag.core.trust.provenance import BOOKKEEPING, CpuProvenance, busier_than_eager, busy_lower, library_functions
 
 LIBTORCH_CPU = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
 
@@ -211,3 +211,80 @@ def test_code_outside_the_runtimes_own_files_is_not_the_runtime_on_the_cpu():
     assert category(os.path.realpath(sys.executable), "/cache/sol", strict=True) == "runtime"
     assert category(LIBTORCH_CPU, "/cache/sol", strict=True) == "torch"
     assert category("/cache/sol/cuda_extension.so", "/cache/sol", strict=True) == "solution"
+
+
+def _busy(attempts: int, expected_ms: float, eager_ms: float, threads: dict[str, dict[str, int]],
+          moments: int, outside: int, firsts: int, firsts_outside: int, first_threads: dict[str, list[int]],
+          first_attempts: int) -> CpuProvenance:
+    """A provenance with the counts one evaluation recorded (``observed["cpu_samples"]``), a call's expected
+    time the same at every stop."""
+    p = _counted(moments=moments, outside=outside, firsts=firsts, firsts_outside=firsts_outside, threads=threads)
+    p.attempts, p.first_threads, p.busy_windows = attempts, first_threads, first_attempts
+    p.expected_s, p.eager_s = expected_ms / 1e3, eager_ms / 1e3
+    k = p.counts["torch"] + p.counts["foreign"]
+    p.busy_s = k / attempts * p.expected_s * first_attempts  # each window's share of stops times its call's time
+    p.first_busy_s = sum(seen[1] for seen in first_threads.values()) * p.expected_s
+    return p
+
+
+def test_pytorchs_time_a_call_against_eagers_is_not_diluted_by_spinning_threads():
+    """rotate_spinners_cpp as recorded on the VM where PyTorch's worker threads did not show apart: its
+    threads all ran the solution's code most of the time, every share under half, yet they spent 0.22 ms a
+    call in PyTorch's code, 0.28x eager's 0.78 ms (an earlier estimate, from each stop's expected call time; the
+    window-timed one read 1.9x); honest examples spent at most 0.0063x."""
+    spin = {f"s{i}": {"solution": 4100, "torch": 16, "foreign": 0, "runtime": 5} for i in range(4)}
+    spin["main"] = {"solution": 4277, "torch": 2, "foreign": 0, "runtime": 40}
+    rotate = _busy(attempts=4392, expected_ms=15.96, eager_ms=0.7809, threads=spin, moments=4313, outside=63,
+                   firsts=216, firsts_outside=10, first_threads={"s0": [200, 4], "s1": [200, 3], "s2": [200, 2],
+                                                                   "s3": [200, 1], "main": [216, 0]},
+                   first_attempts=250)
+    found = rotate.verdicts()
+    assert found and "a call in PyTorch's or another library's code (66 thread samples at the stops of 250" in found[0]
+    assert rotate.busy()["outside_of_eager"] > 0.28
+    rotate.eager_s = None  # untimed (no eager time): the shares alone, which it passes
+    assert rotate.verdicts() == []
+    # honest example_sigmoid: one sample of PyTorch's code in 781 stops
+    honest = _busy(attempts=781, expected_ms=12.12, eager_ms=3.7245, moments=600, outside=1, firsts=63,
+                   firsts_outside=0, first_attempts=64, first_threads={"main": [63, 0]},
+                   threads={"main": {"solution": 500, "torch": 1, "foreign": 0, "runtime": 100},
+                            "w": {"solution": 296, "torch": 0, "foreign": 0, "runtime": 20}})
+    assert honest.verdicts() == [] and honest.busy()["outside_of_eager"] < 0.01
+    # a handful of samples is no verdict, however long a call is
+    few = _busy(attempts=100, expected_ms=100.0, eager_ms=0.1, moments=100, outside=5, firsts=10, firsts_outside=0,
+                first_attempts=10, first_threads={}, threads={"main": {"solution": 95, "torch": 5, "foreign": 0,
+                                                                         "runtime": 0}})
+    assert few.busy_verdicts() == []
+
+
+def test_the_absolute_count_reads_first_stops_alone_too():
+    """A candidate that turns to its own code once it sees a stop leaves PyTorch's time at first stops only."""
+    reacting = _busy(attempts=8000, expected_ms=5.0, eager_ms=1.0, moments=7900, outside=40, firsts=200,
+                     firsts_outside=40, first_attempts=200, first_threads={"main": [200, 40]},
+                     threads={"main": {"solution": 1860, "torch": 40, "foreign": 0, "runtime": 10},
+                              "s": {"solution": 1900, "torch": 0, "foreign": 0, "runtime": 0}})
+    reacting.first_threads = {"main": [200, 40], "s": [200, 0]}
+    reacting.firsts_outside = 40
+    assert busier_than_eager(reacting.first_busy_s, 40, 200, reacting.eager_s)
+    assert not busier_than_eager(reacting.busy_s, 40, 200, reacting.eager_s)  # 0.025 ms a call over every stop
+    found = reacting.busy_verdicts()
+    assert found and "at the windows' first stops of 200 sampled windows" in found[0]
+
+
+def test_the_busy_bound_is_lowered_by_the_counts_noise():
+    assert busy_lower(0.0, 0, 100) == 0.0
+    assert busy_lower(9 * 0.01, 9, 100) == 0.0  # 9 - 3 * 3 = 0
+    assert abs(busy_lower(100 * 0.01, 100, 1000) - 0.01 * 70 / 1000) < 1e-12
+
+
+def test_each_windows_share_of_stops_is_read_against_its_own_call_time():
+    """A window's stops give the share of its time its threads were in another library's code; its call time
+    is the judge's clock's (less the stops), not the expected time the stops were spread over."""
+    from kag.core.trust.provenance import WindowSampler
+
+    p = CpuProvenance(pid=0, solution_dir=None)
+    w = WindowSampler(p, 0.001, calls=4)
+    w.attempts, w.outside, w.first_outside, w.stopped_s = 20, 10, 1, 0.002
+    p.window_done(0.010, w)  # 8 ms of calls, 2 ms a call: half of each stop's threads
+    assert abs(p.busy_s - 0.5 * 0.002) < 1e-12 and abs(p.first_busy_s - 0.002) < 1e-12 and p.busy_windows == 1
+    p.window_done(0.010, WindowSampler(p, 0.001, calls=4))  # no stop taken: no estimate
+    assert p.busy_windows == 1

@@ -1,0 +1,7 @@
+// ReLU on the CPU (plain C++, no torch headers): the honest path the attack avoids or mixes in.
+#include <cstdint>
+
+extern "C" void relu_cpu(const float* x, float* y, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
