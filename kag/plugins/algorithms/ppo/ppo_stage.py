@@ -23,6 +23,23 @@ def _slices(n: int, size: int) -> list[slice]:
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+def micro_batches(idx: torch.Tensor, lengths: torch.Tensor, size: int, max_tokens: int = 0) -> list[torch.Tensor]:
+    """The micro-batches of the rows ``idx``: ``size`` rows each, or, with ``max_tokens`` (verl's dynamic batch
+    size), as many rows as fit that many padded tokens (rows x the longest among them), longest first, at
+    least one row each. Every loss is normalised by its whole mini-batch's token and sequence counts, so
+    how a mini-batch is split never changes its gradient."""
+    if max_tokens <= 0:
+        return [idx[s] for s in _slices(len(idx), size)]
+    order = idx[torch.argsort(lengths[idx], descending=True, stable=True)]
+    out: list[torch.Tensor] = []
+    start = 0
+    for j in range(1, len(order) + 1):
+        if j == len(order) or int(lengths[order[start]]) * (j - start + 1) > max_tokens:
+            out.append(order[start:j])
+            start = j
+    return out
+
+
 def _sub(batch: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
     """Rows ``idx`` of every tensor, trimmed to the longest real sequence among them."""
     out = {k: v[idx] for k, v in batch.items()}
@@ -36,13 +53,13 @@ def _sub(batch: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.T
 
 
 @torch.no_grad()
-def _forward_all(fn: Any, batch: dict[str, torch.Tensor], micro: int) -> torch.Tensor:
+def _forward_all(fn: Any, batch: dict[str, torch.Tensor], micro: int, max_tokens: int = 0) -> torch.Tensor:
     n, width = batch["input_ids"].shape
     out = torch.zeros(n, width - 1, device=batch["input_ids"].device)
-    for s in _slices(n, micro):
-        idx = torch.arange(s.start, s.stop, device=out.device)
+    rows = torch.arange(n, device=out.device)
+    for idx in micro_batches(rows, batch["attention_mask"].sum(-1), micro, max_tokens):
         sub = _sub(batch, idx)
-        out[s, : sub["input_ids"].shape[1] - 1] = fn(sub["input_ids"], sub["attention_mask"])
+        out[idx, : sub["input_ids"].shape[1] - 1] = fn(sub["input_ids"], sub["attention_mask"])
     return out
 
 
@@ -52,15 +69,18 @@ def prepare(stage: Stage, batch: dict[str, torch.Tensor], ref: Any | None) -> di
     rewards = batch["rewards"].clone()
     if stage.actor is not None:
         batch["old_logp"] = _forward_all(lambda i, a: token_logprobs(
-            stage.actor_forward, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch, cfg.micro_batch_size)
+            stage.actor_forward, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch,
+            cfg.micro_batch_size, cfg.micro_batch_tokens)
     if ref is not None:
         batch["ref_logp"] = _forward_all(lambda i, a: token_logprobs(
-            ref, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch, cfg.micro_batch_size)
+            ref, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch,
+            cfg.micro_batch_size, cfg.micro_batch_tokens)
         kl = kl_penalty(batch["old_logp"], batch["ref_logp"], cfg.kl_type) * mask
         stats["kl_ref"] = float(masked_mean(kl, mask))
         if cfg.kl_mode == "reward":
             rewards = rewards - stage.kl_coef * kl
-    batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a), batch, cfg.micro_batch_size)
+    batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a), batch,
+                                       cfg.micro_batch_size, cfg.micro_batch_tokens)
     adv, ret = compute_gae(rewards, batch["old_values"], mask, cfg.gamma, cfg.lam)
     batch["returns"] = ret
     batch["advantages"] = (masked_whiten(adv, mask, all_sum=ranks.all_sum if stage.split else None)
@@ -96,7 +116,7 @@ def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, upd
             seqs = float((batch["mask"][mb_idx].sum(-1) > 0).sum().clamp(min=1.0))
             if stage.split:
                 tokens, seqs = (max(v / ranks.world(), 1e-6) for v in ranks.all_sum([tokens, seqs]))
-            micro = [mb_idx[s] for s in _slices(len(mb_idx), cfg.micro_batch_size)]
+            micro = micro_batches(mb_idx, batch["attention_mask"].sum(-1), cfg.micro_batch_size, cfg.micro_batch_tokens)
             if update_actor:
                 mb_loss = 0.0
                 for j, idx in enumerate(micro):

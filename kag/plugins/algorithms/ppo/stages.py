@@ -16,7 +16,7 @@ from kag.plugins.algorithms.ppo.base import Stage
 from kag.plugins.algorithms.ppo.gae import masked_mean
 from kag.plugins.algorithms.ppo.losses import agg_loss
 from kag.plugins.algorithms.ppo.models import token_logprobs
-from kag.plugins.algorithms.ppo.ppo_stage import _slices, _sub, batch_stats, prepare, success_rate, update
+from kag.plugins.algorithms.ppo.ppo_stage import _sub, batch_stats, micro_batches, prepare, success_rate, update
 from kag.plugins.algorithms.ppo.rft import RftFilter, filter_trajectories
 from kag.plugins.algorithms.ppo.rollout import collate, run_episodes, trajectory_to_sample
 
@@ -146,9 +146,10 @@ class RejectionFineTune(Stage):
             seqs = float(len(chosen))
             loss_sum, ent_sum, kl_sum = 0.0, 0.0, 0.0
             lr = self.apply_lr_schedule(total)
-            micro = _slices(len(chosen), cfg.micro_batch_size)
-            for j, s in enumerate(micro):
-                sub = _sub(batch, torch.arange(s.start, s.stop, device=self.device))
+            micro = micro_batches(torch.arange(len(chosen), device=self.device), batch["attention_mask"].sum(-1),
+                                  cfg.micro_batch_size, cfg.micro_batch_tokens)
+            for j, idx in enumerate(micro):
+                sub = _sub(batch, idx)
                 logp, ent = token_logprobs(self.actor_forward, sub["input_ids"], sub["attention_mask"], cfg.temperature,
                                            True, chunk_tokens=cfg.logit_chunk_tokens)
                 loss = agg_loss(-logp, sub["mask"], cfg.loss_agg, tokens, seqs)
