@@ -75,7 +75,8 @@ class TrainConfig:
     episodes_per_step: int = 16
     mini_batch_size: int = 16  # episodes per optimiser step
     micro_batch_size: int = 8  # episodes per forward/backward
-    micro_batch_tokens: int = 0  # > 0: a micro-batch holds as many episodes as fit this many padded tokens instead
+    micro_batch_tokens: int = 0  # > 0: a micro-batch holds as many episodes as fit this many tokens (padded; remove_padding: real)
+    remove_padding: bool = False  # a micro-batch's episodes run packed in one row, no pad token through the model
     ppo_epochs: int = 1
     actor_lr: float = 1e-6
     critic_lr: float = 1e-5
@@ -165,6 +166,8 @@ class TrainConfig:
         if self.micro_batch_tokens < 0:
             raise bad(f"micro_batch_tokens must be >= 0 (0: micro_batch_size episodes a micro-batch), got "
                       f"{self.micro_batch_tokens}")
+        if not isinstance(self.remove_padding, bool):
+            raise bad(f"remove_padding must be true or false, got {self.remove_padding!r}")
         if self.logit_chunk_tokens < 0:
             raise bad(f"logit_chunk_tokens must be >= 0 (0: the whole logits at once), got {self.logit_chunk_tokens}")
         for name in ("steps", "episodes_per_step", "env_workers", "mini_batch_size", "micro_batch_size", "ppo_epochs", "max_turns"):

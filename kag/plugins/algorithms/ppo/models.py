@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 from torch import nn
 
@@ -69,10 +70,17 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                remove_padding: bool = False) -> torch.Tensor:
+        """(B, L) values; with ``remove_padding`` the rows run packed into one (pad positions: 0)."""
+        if remove_padding:
+            packed = Packed.of(input_ids, attention_mask, self.backbone)
+            out = self.backbone(**packed.model_inputs(), use_cache=False)
+            hidden = out.last_hidden_state[0].to(self.value_head.weight.dtype)
+            return packed.unpack(self.value_head(hidden).float().squeeze(-1))
         pos = position_ids(attention_mask)
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, use_cache=False)
-        hidden = out.last_hidden_state.to(self.value_head.weight.dtype)  # bf16 under DeepSpeed, else fp32
+        hidden = out.last_hidden_state.to(self.value_head.weight.dtype)  # bf16 weights, else fp32
         return self.value_head(hidden).float().squeeze(-1)
 
     def save_pretrained(self, path: str | Path) -> None:
@@ -112,13 +120,70 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+# model families whose Hugging Face attention keeps packed sequences apart when given no attention mask
+# and position ids that restart at 0 on each sequence (transformers' masking_utils finds the sequences
+# from the position ids: a block-diagonal causal mask for eager / sdpa, varlen kernels for flash)
+PACKABLE_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+
+
+@attrs.define
+class Packed:
+    """The real tokens of (B, W) padded rows as one (1, N) row, N the sum of the rows' lengths, with
+    position ids restarting at 0 on each row (padding removal). Each row's real tokens must be
+    contiguous (left or right padding)."""
+
+    input_ids: torch.Tensor  # (1, N)
+    position_ids: torch.Tensor  # (1, N)
+    keep: torch.Tensor  # (B, W) bool: where each packed token came from
+
+    @classmethod
+    def of(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: nn.Module) -> "Packed":
+        check_packable(model)
+        keep = attention_mask.bool()
+        return cls(input_ids[keep][None], position_ids(attention_mask)[keep][None], keep)
+
+    def model_inputs(self) -> dict[str, Any]:
+        return {"input_ids": self.input_ids, "attention_mask": None, "position_ids": self.position_ids}
+
+    def next_tokens(self) -> torch.Tensor:
+        """(N,): the packed token after each one (its target; across a row's end it is never used)."""
+        ids = self.input_ids[0]
+        return torch.cat([ids[1:], ids[:1]])
+
+    def unpack(self, flat: torch.Tensor) -> torch.Tensor:
+        """(N,) per packed token -> (B, W), 0 at padding."""
+        out = flat.new_zeros(self.keep.shape)
+        out[self.keep] = flat
+        return out
+
+    def unpack_next(self, flat: torch.Tensor) -> torch.Tensor:
+        """(N,) per packed token about its next token -> (B, W-1) aligned to ids[:, 1:]: 0 wherever
+        position i or i+1 is padding (so never a row's last token, whose next packed token is another row's)."""
+        both = (self.keep[:, :-1] & self.keep[:, 1:]).to(flat.dtype)
+        return self.unpack(flat)[:, :-1] * both
+
+
+def check_packable(model: nn.Module) -> None:
+    """Refuse padding removal for a model whose attention might let packed sequences see each other."""
+    config = getattr(model, "config", None)
+    kind = getattr(config, "model_type", None)
+    if kind not in PACKABLE_MODEL_TYPES:
+        raise ValueError(f"remove_padding: model type {kind!r} is not known to keep packed sequences apart; "
+                         f"known: {', '.join(sorted(PACKABLE_MODEL_TYPES))} (set remove_padding = false)")
+    try:
+        from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401
+    except ImportError as exc:  # older transformers: position ids alone would not separate the sequences
+        raise ValueError("remove_padding needs a transformers version whose masking_utils finds packed "
+                         "sequences from position ids (find_packed_sequence_indices)") from exc
+
+
 LOGIT_CHUNK_TOKENS = 2048  # positions whose logits exist at once (x vocabulary x 4 bytes): 1.2 GB at a 152k vocabulary
 
 
 def token_logprobs(
     actor: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
-    chunk_tokens: int = LOGIT_CHUNK_TOKENS,
+    chunk_tokens: int = LOGIT_CHUNK_TOKENS, remove_padding: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(B, L-1) log-probs of ids[:, 1:] under the actor, and optionally the entropy there.
 
@@ -132,19 +197,37 @@ def token_logprobs(
     at once. So too under DeepSpeed ZeRO-3, whose training forwards must go through the engine
     (a forward of the bare module there keeps only the last micro-batch's gradient): chunking
     there is not done yet.
+
+    ``remove_padding``: the rows' real tokens run through the model as one packed row (``Packed``),
+    no padding token in any layer; the results are unpacked to (B, L-1), 0 wherever padding is.
     """
     model = getattr(actor, "module", actor)  # a DeepSpeed engine wraps the Hugging Face model
     zero3 = model is not actor and getattr(actor, "zero_optimization_stage", lambda: 0)() == 3
     split = _backbone_and_head(model) if chunk_tokens > 0 and not zero3 else None
-    targets = input_ids[:, 1:]
     entropy = ("grad" if entropy_grad else "detached") if with_entropy else "none"
+    if remove_padding:
+        packed = Packed.of(input_ids, attention_mask, model)
+        inputs, targets = packed.model_inputs(), packed.next_tokens()[None]  # (1, N): about the next packed token
+    else:
+        packed, targets = None, input_ids[:, 1:]
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask,
+                  "position_ids": position_ids(attention_mask)}
     if split is None:
-        out = actor(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
-                    use_cache=False)
-        return _logprobs_from_logits(out.logits[:, :-1], targets, temperature, entropy)
-    backbone, head = split
-    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
-                      use_cache=False).last_hidden_state[:, :-1]
+        logits = actor(**inputs, use_cache=False).logits
+        logp, ent = _logprobs_from_logits(logits if packed is not None else logits[:, :-1], targets, temperature, entropy)
+    else:
+        hidden = split[0](**inputs, use_cache=False).last_hidden_state
+        logp, ent = _chunked(split[1], hidden if packed is not None else hidden[:, :-1], targets, temperature, entropy,
+                             chunk_tokens)
+    if packed is None:
+        return logp, ent
+    return packed.unpack_next(logp[0]), (packed.unpack_next(ent[0]) if ent is not None else None)
+
+
+def _chunked(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: str,
+             chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B, T) log-probs (and entropy) of ``targets`` from (B, T, H) hidden states, ``chunk_tokens``
+    positions through the output layer at a time, each chunk's logits recomputed in backward."""
     b, t, h = hidden.shape
     flat, flat_targets = hidden.reshape(b * t, h), targets.reshape(b * t)
     logps, ents = [], []
@@ -160,7 +243,7 @@ def token_logprobs(
         logps.append(lp)
         ents.append(ent)
     logp = torch.cat(logps).reshape(b, t)
-    return logp, (torch.cat(ents).reshape(b, t) if with_entropy else None)
+    return logp, (torch.cat(ents).reshape(b, t) if entropy != "none" else None)
 
 
 def _chunk_logprobs(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
@@ -216,8 +299,11 @@ def enable_checkpointing(model: nn.Module) -> None:
     model.train()
 
 
-def token_values(critic: ValueModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+def token_values(critic: ValueModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 remove_padding: bool = False) -> torch.Tensor:
     """(B, L-1): V of the state in which ids[:, i+1] was chosen (hidden state at position i)."""
+    if remove_padding:
+        return critic(input_ids, attention_mask, remove_padding=True)[:, :-1]
     return critic(input_ids, attention_mask)[:, :-1]
 
 

@@ -23,18 +23,22 @@ def _slices(n: int, size: int) -> list[slice]:
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-def micro_batches(idx: torch.Tensor, lengths: torch.Tensor, size: int, max_tokens: int = 0) -> list[torch.Tensor]:
+def micro_batches(idx: torch.Tensor, lengths: torch.Tensor, size: int, max_tokens: int = 0,
+                  padded: bool = True) -> list[torch.Tensor]:
     """The micro-batches of the rows ``idx``: ``size`` rows each, or, with ``max_tokens`` (verl's dynamic batch
-    size), as many rows as fit that many padded tokens (rows x the longest among them), longest first, at
-    least one row each. Every loss is normalised by its whole mini-batch's token and sequence counts, so
-    how a mini-batch is split never changes its gradient."""
+    size), as many rows as fit that many tokens, longest first, at least one row each: padded tokens (rows x
+    the longest among them), or with ``padded=False`` (padding removal: the rows run packed) the sum of their
+    lengths. Every loss is normalised by its whole mini-batch's token and sequence counts, so how a
+    mini-batch is split never changes its gradient."""
     if max_tokens <= 0:
         return [idx[s] for s in _slices(len(idx), size)]
     order = idx[torch.argsort(lengths[idx], descending=True, stable=True)]
+    sizes = [int(n) for n in lengths[order]]
     out: list[torch.Tensor] = []
     start = 0
     for j in range(1, len(order) + 1):
-        if j == len(order) or int(lengths[order[start]]) * (j - start + 1) > max_tokens:
+        cost = sizes[start] * (j - start + 1) if padded else sum(sizes[start:j + 1])
+        if j == len(order) or cost > max_tokens:
             out.append(order[start:j])
             start = j
     return out
@@ -53,11 +57,12 @@ def _sub(batch: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.T
 
 
 @torch.no_grad()
-def _forward_all(fn: Any, batch: dict[str, torch.Tensor], micro: int, max_tokens: int = 0) -> torch.Tensor:
+def _forward_all(fn: Any, batch: dict[str, torch.Tensor], micro: int, max_tokens: int = 0,
+                 padded: bool = True) -> torch.Tensor:
     n, width = batch["input_ids"].shape
     out = torch.zeros(n, width - 1, device=batch["input_ids"].device)
     rows = torch.arange(n, device=out.device)
-    for idx in micro_batches(rows, batch["attention_mask"].sum(-1), micro, max_tokens):
+    for idx in micro_batches(rows, batch["attention_mask"].sum(-1), micro, max_tokens, padded):
         sub = _sub(batch, idx)
         out[idx, : sub["input_ids"].shape[1] - 1] = fn(sub["input_ids"], sub["attention_mask"])
     return out
@@ -67,20 +72,21 @@ def prepare(stage: Stage, batch: dict[str, torch.Tensor], ref: Any | None) -> di
     """Add old log-probs, values, advantages, returns and IS weights to ``batch`` in place."""
     cfg, mask, stats = stage.config, batch["mask"], {}
     rewards = batch["rewards"].clone()
+    micro_args = (cfg.micro_batch_size, cfg.micro_batch_tokens, not cfg.remove_padding)
     if stage.actor is not None:
         batch["old_logp"] = _forward_all(lambda i, a: token_logprobs(
-            stage.actor_forward, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch,
-            cfg.micro_batch_size, cfg.micro_batch_tokens)
+            stage.actor_forward, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens,
+            remove_padding=cfg.remove_padding)[0], batch, *micro_args)
     if ref is not None:
         batch["ref_logp"] = _forward_all(lambda i, a: token_logprobs(
-            ref, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens)[0], batch,
-            cfg.micro_batch_size, cfg.micro_batch_tokens)
+            ref, i, a, cfg.temperature, chunk_tokens=cfg.logit_chunk_tokens,
+            remove_padding=cfg.remove_padding)[0], batch, *micro_args)
         kl = kl_penalty(batch["old_logp"], batch["ref_logp"], cfg.kl_type) * mask
         stats["kl_ref"] = float(masked_mean(kl, mask))
         if cfg.kl_mode == "reward":
             rewards = rewards - stage.kl_coef * kl
-    batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a), batch,
-                                       cfg.micro_batch_size, cfg.micro_batch_tokens)
+    batch["old_values"] = _forward_all(lambda i, a: token_values(stage.critic_forward, i, a, cfg.remove_padding),
+                                       batch, *micro_args)
     adv, ret = compute_gae(rewards, batch["old_values"], mask, cfg.gamma, cfg.lam)
     batch["returns"] = ret
     batch["advantages"] = (masked_whiten(adv, mask, all_sum=ranks.all_sum if stage.split else None)
@@ -116,14 +122,15 @@ def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, upd
             seqs = float((batch["mask"][mb_idx].sum(-1) > 0).sum().clamp(min=1.0))
             if stage.split:
                 tokens, seqs = (max(v / ranks.world(), 1e-6) for v in ranks.all_sum([tokens, seqs]))
-            micro = micro_batches(mb_idx, batch["attention_mask"].sum(-1), cfg.micro_batch_size, cfg.micro_batch_tokens)
+            micro = micro_batches(mb_idx, batch["attention_mask"].sum(-1), cfg.micro_batch_size, cfg.micro_batch_tokens,
+                                  not cfg.remove_padding)
             if update_actor:
                 mb_loss = 0.0
                 for j, idx in enumerate(micro):
                     sub = _sub(batch, idx)
                     logp, ent = token_logprobs(stage.actor_forward, sub["input_ids"], sub["attention_mask"],
                                                cfg.temperature, with_entropy=True, entropy_grad=bool(cfg.entropy_coef),
-                                               chunk_tokens=cfg.logit_chunk_tokens)
+                                               chunk_tokens=cfg.logit_chunk_tokens, remove_padding=cfg.remove_padding)
                     pl = policy_loss(logp, sub["old_logp"], sub["advantages"], sub["mask"], cfg.eps_low,
                                      cfg.eps_high, cfg.dual_clip_c, sub.get("is_weights"), cfg.loss_agg, tokens, seqs)
                     loss = pl.loss
@@ -143,7 +150,8 @@ def update(stage: Stage, batch: dict[str, torch.Tensor], update_actor: bool, upd
                 mb_vloss = 0.0
                 for j, idx in enumerate(micro):
                     sub = _sub(batch, idx)
-                    values = token_values(stage.critic_forward, sub["input_ids"], sub["attention_mask"])
+                    values = token_values(stage.critic_forward, sub["input_ids"], sub["attention_mask"],
+                                          cfg.remove_padding)
                     vl = value_loss(values, sub["old_values"], sub["returns"], sub["mask"], cfg.value_clip,
                                     cfg.loss_agg, tokens, seqs)
                     stage.critic_engine.backward(vl.loss, last_micro=j == len(micro) - 1)

@@ -147,11 +147,11 @@ class RejectionFineTune(Stage):
             loss_sum, ent_sum, kl_sum = 0.0, 0.0, 0.0
             lr = self.apply_lr_schedule(total)
             micro = micro_batches(torch.arange(len(chosen), device=self.device), batch["attention_mask"].sum(-1),
-                                  cfg.micro_batch_size, cfg.micro_batch_tokens)
+                                  cfg.micro_batch_size, cfg.micro_batch_tokens, not cfg.remove_padding)
             for j, idx in enumerate(micro):
                 sub = _sub(batch, idx)
                 logp, ent = token_logprobs(self.actor_forward, sub["input_ids"], sub["attention_mask"], cfg.temperature,
-                                           True, chunk_tokens=cfg.logit_chunk_tokens)
+                                           True, chunk_tokens=cfg.logit_chunk_tokens, remove_padding=cfg.remove_padding)
                 loss = agg_loss(-logp, sub["mask"], cfg.loss_agg, tokens, seqs)
                 self.actor_engine.backward(loss, last_micro=j == len(micro) - 1)
                 loss_sum += float(loss.detach())
