@@ -237,7 +237,7 @@ class Stage:
                     sys.stderr.write(f"kag train {self.name}: no init_from (nor run_dir): the actor is "
                                      f"{cfg.model!r} as it is, not an earlier stage's\n")
                 self.actor, self.tokenizer = load_actor(cfg.model, seed=cfg.seed)
-            self.actor.to(self.device)
+            self.actor.to(self.device, dtype=self.weight_dtype)
         if self.needs_critic:
             if resuming and (self.ckpt / "critic").is_dir():
                 self.critic = load_critic(self.ckpt / "critic")
@@ -245,7 +245,7 @@ class Stage:
                 self.critic = load_critic(resolve_model_dir(cfg.critic_from, "critic"))
             else:
                 self.critic = critic_from_actor(self._actor_for_critic())
-            self.critic.to(self.device)
+            self.critic.to(self.device, dtype=self.weight_dtype)
             if self.tokenizer is None:
                 self.tokenizer = load_tokenizer(self._tokenizer_source(resuming))
         if cfg.gradient_checkpointing:
@@ -312,6 +312,11 @@ class Stage:
                 raise ValueError(f"stage {self.name} reads {source}'s output, but {source} stopped at step "
                                  f"{state.get('step')} before it finished: rerun `kag train {source}` with this "
                                  f"config first (it resumes), or `kag train recipe`")
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """The models' weights' dtype (``dtype``; the torch engine's: DeepSpeed casts its own under bf16)."""
+        return getattr(torch, self.config.dtype)
 
     def _batch_shape(self) -> dict[str, int]:
         """Micro-batch size and micro-batches per optimiser step (DeepSpeed's batch config)."""

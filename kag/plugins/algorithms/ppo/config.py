@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 LR_SCHEDULES = ("constant", "cosine")
+DTYPES = ("float32", "bfloat16")  # the torch engine's weights
 STAGES = ("warmup", "collect", "rft", "value-pretrain", "agentic")
 TRAJECTORIES = "collect/trajectories.jsonl"  # under run_dir
 # What each stage reads from the earlier ones under run_dir: key -> (stage that writes it, path).
@@ -66,6 +67,7 @@ class TrainConfig:
     engine: str = "torch"  # "torch" or "deepspeed"
     zero_stage: int = 2
     bf16: bool = True  # DeepSpeed only
+    dtype: str = "float32"  # torch engine: "bfloat16" loads actor, critic and reference in bf16 (fp32 master weights)
     logit_chunk_tokens: int = 2048  # positions whose logits exist at once in training forwards (0: all)
     gradient_checkpointing: bool = False  # recompute the actor's and critic's layers in backward (memory for time)
     rollout_engine: str = "hf"  # "hf" (the actor samples itself) or "vllm" (in-process engine, synced each step)
@@ -139,6 +141,10 @@ class TrainConfig:
             raise bad(f"kl_mode must be \"loss\" or \"reward\", got {self.kl_mode!r}")
         if self.engine not in ("torch", "deepspeed"):
             raise bad(f"engine must be \"torch\" or \"deepspeed\", got {self.engine!r}")
+        if self.dtype not in DTYPES:
+            raise bad(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.dtype != "float32" and self.engine != "torch":
+            raise bad(f"dtype = {self.dtype!r} is the torch engine's; under engine = \"deepspeed\" set bf16 = true")
         if self.zero_stage not in (0, 1, 2, 3):
             raise bad(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
         if self.rollout_engine not in ("hf", "vllm"):

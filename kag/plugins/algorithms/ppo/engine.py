@@ -18,11 +18,24 @@ def scale_lrs(optimizer: Any, base_lrs: list[float], factor: float) -> None:
 
 
 class TorchEngine:
+    """AdamW on the model's parameters. A model in a low precision (``dtype = "bfloat16"``) trains
+    in mixed precision: the optimizer holds fp32 master weights (and fp32 Adam state); each
+    micro-batch's bf16 gradients are added into fp32 master gradients at once (the bf16 ones
+    freed), clipping and the step act on the masters, and the model's weights are the masters
+    rounded to bf16 after each step. Without masters, an update smaller than a weight's bf16
+    spacing (2^-8 of it: lr 1e-6 against any weight) would be rounded away."""
+
+    MASTER_FILE = "master_weights.pt"
+
     def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float = 0.0, grad_clip: float = 1.0):
         self.module = model
         self.forward_model = model  # what the stages call for training forwards
         self.grad_clip = grad_clip
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+        self.params = list(model.parameters())
+        low = any(p.dtype in (torch.bfloat16, torch.float16) for p in self.params)
+        self.master = [p.detach().float().clone().requires_grad_(True) for p in self.params] if low else None
+        self.optimizer = torch.optim.AdamW(self.master or self.params, lr=lr, weight_decay=weight_decay,
+                                           betas=(0.9, 0.95))
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
 
     def set_lr_factor(self, factor: float) -> None:
@@ -31,14 +44,24 @@ class TorchEngine:
 
     def backward(self, loss: torch.Tensor, last_micro: bool = True) -> None:
         loss.backward()
+        if self.master is not None:  # accumulate in fp32, not in the bf16 .grad
+            for p, m in zip(self.params, self.master):
+                if p.grad is not None:
+                    g = p.grad.float()
+                    m.grad = g if m.grad is None else m.grad.add_(g)
+                    p.grad = None
 
     def generation_context(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext(self.module)
 
     def step(self) -> float:
-        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(self.master or self.params, self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.master is not None:
+            with torch.no_grad():
+                for p, m in zip(self.params, self.master):
+                    p.copy_(m)
         return float(norm)
 
     def save(self, path: Path, tokenizer: Any | None = None) -> None:
@@ -46,11 +69,24 @@ class TorchEngine:
         if tokenizer is not None:
             tokenizer.save_pretrained(path)
         torch.save(self.optimizer.state_dict(), path / "optimizer.pt")
+        if self.master is not None:
+            torch.save([m.detach() for m in self.master], path / self.MASTER_FILE)
 
     def load_optimizer(self, path: Path) -> None:
+        """Optimizer state, and the fp32 master weights where the model trains in bf16 (a checkpoint
+        without them, e.g. written by an fp32 run, leaves the masters read from the bf16 weights)."""
         file = path / "optimizer.pt"
         if file.is_file():
             self.optimizer.load_state_dict(torch.load(file, map_location="cpu", weights_only=False))
+        masters = path / self.MASTER_FILE
+        if self.master is not None and masters.is_file():
+            saved = torch.load(masters, map_location="cpu", weights_only=True)
+            if len(saved) != len(self.master):
+                raise ValueError(f"{masters}: {len(saved)} master tensors for {len(self.master)} parameters")
+            with torch.no_grad():
+                for p, m, s in zip(self.params, self.master, saved):
+                    m.copy_(s)
+                    p.copy_(m)
 
 
 def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

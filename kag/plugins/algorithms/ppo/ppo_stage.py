@@ -198,7 +198,7 @@ class PPOStage(Stage):
             return None
         spec = str(resolve_model_dir(cfg.init_from, "actor")) if cfg.init_from else cfg.model
         ref, _ = load_actor(spec, seed=cfg.seed)
-        return ref.to(self.device).eval().requires_grad_(False)
+        return ref.to(self.device, dtype=self.weight_dtype).eval().requires_grad_(False)
 
     def _run(self) -> dict[str, Any]:
         self.setup()
