@@ -1,14 +1,13 @@
 """bf16 weights on the torch engine (``dtype = "bfloat16"``): fp32 master weights and Adam state,
 gradients accumulated in fp32, log-probs in fp32 from bf16 logits, the masters in checkpoints."""
 
-import json
-
 import pytest
 import torch
 
 from kag.plugins.algorithms.ppo.engine import TorchEngine
 from kag.plugins.algorithms.ppo.models import token_logprobs
 from kag.plugins.algorithms.ppo.tiny import make_tiny
+from tests.plugins.algorithms.warmup_runs import warmup_runs
 
 
 def test_updates_below_bf16_spacing_accumulate_in_the_fp32_masters():
@@ -79,21 +78,9 @@ def test_bf16_log_probs_are_fp32_and_near_the_fp32_models(chunk):
 def test_a_bf16_warmup_run_trains_near_the_fp32_one(tmp_path):
     """Two warm-up steps, same seed: actor and critic in bf16 with fp32 masters; the same rewards and
     losses within bf16's precision (measured: 1e-4 to 3e-4 apart)."""
-    from kag.core.plugins import Plugins
-    from kag.plugins.algorithms.ppo.config import train_config_from_dict
-
-    common = {"model": "tiny", "environment": "copy-digit", "actor_lr": 1e-3, "critic_lr": 1e-3,
-              "episodes_per_step": 8, "mini_batch_size": 4, "micro_batch_size": 2, "max_new_tokens": 2,
-              "steps": 2, "tensorboard": False}
-    envs = {"copy-digit": {"digits": "0123", "digit_reward": 0.2}}
-    plugins = Plugins(load_entrypoints=False)
-    rows = {}
-    for name, over in (("fp32", {}), ("bf16", {"dtype": "bfloat16"})):
-        cfg = train_config_from_dict("warmup", {"train": {**common, **over, "output_dir": str(tmp_path / name)},
-                                                "environments": envs})
-        stage = plugins.create("algorithm", "warmup", config=cfg, plugins=plugins)
-        stage.run()
-        rows[name] = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    rows, stages = warmup_runs(tmp_path, {"fp32": {}, "bf16": {"dtype": "bfloat16"}}, episodes_per_step=8,
+                               environments={"copy-digit": {"digits": "0123", "digit_reward": 0.2}})
+    for name, stage in stages.items():
         low = name == "bf16"
         assert {p.dtype for p in [*stage.actor.parameters(), *stage.critic.parameters()]} == {
             torch.bfloat16 if low else torch.float32}

@@ -8,6 +8,7 @@ from kag.plugins.algorithms.ppo.losses import agg_loss
 from kag.plugins.algorithms.ppo.models import token_logprobs
 from kag.plugins.algorithms.ppo.ppo_stage import _sub, micro_batches
 from kag.plugins.algorithms.ppo.tiny import make_tiny
+from tests.plugins.algorithms.warmup_runs import assert_same_training, warmup_runs
 
 
 def test_a_token_budget_packs_rows_longest_first_each_once():
@@ -63,21 +64,5 @@ def test_a_negative_token_budget_is_refused_naming_the_key():
 def test_a_warmup_run_by_a_token_budget_trains_as_one_by_count(tmp_path):
     """Two steps of the warm-up stage, same seed: micro-batches by a token budget (here one episode
     each) and by count give the same losses and gradient norms, step for step."""
-    import json
-
-    from kag.core.plugins import Plugins
-    from kag.plugins.algorithms.ppo.config import train_config_from_dict
-
-    common = {"model": "tiny", "environment": "copy-digit", "actor_lr": 1e-3, "critic_lr": 1e-3,
-              "episodes_per_step": 4, "mini_batch_size": 4, "micro_batch_size": 2, "max_new_tokens": 2,
-              "steps": 2, "tensorboard": False}
-    plugins = Plugins(load_entrypoints=False)
-    rows = {}
-    for name, over in (("count", {}), ("tokens", {"micro_batch_tokens": 14})):
-        cfg = train_config_from_dict("warmup", {"train": {**common, **over, "output_dir": str(tmp_path / name)}})
-        plugins.create("algorithm", "warmup", config=cfg, plugins=plugins).run()
-        rows[name] = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows["count"]) == len(rows["tokens"]) == 2
-    for a, b in zip(rows["count"], rows["tokens"]):
-        for key in ("policy_loss", "value_loss", "actor_grad_norm", "critic_grad_norm", "reward_mean"):
-            assert abs(a[key] - b[key]) <= 1e-4 * max(1.0, abs(a[key])), (key, a[key], b[key])
+    rows, _ = warmup_runs(tmp_path, {"count": {}, "tokens": {"micro_batch_tokens": 14}})
+    assert_same_training(rows["count"], rows["tokens"])

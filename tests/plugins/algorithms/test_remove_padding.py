@@ -8,6 +8,7 @@ import torch
 from kag.plugins.algorithms.ppo.models import Packed, critic_from_actor, token_logprobs, token_values
 from kag.plugins.algorithms.ppo.ppo_stage import micro_batches
 from kag.plugins.algorithms.ppo.tiny import make_tiny
+from tests.plugins.algorithms.warmup_runs import assert_same_training, warmup_runs
 
 LENGTHS = torch.tensor([30, 9, 22, 2, 14])
 
@@ -108,21 +109,6 @@ def test_remove_padding_is_refused_for_an_unknown_model_type_and_a_bad_value():
 def test_a_warmup_run_without_padding_trains_as_one_with_it(tmp_path):
     """Two steps of the warm-up stage, same seed, a mini-batch of four episodes in one micro-batch: with
     and without padding removal the losses and gradient norms agree, step for step."""
-    import json
-
-    from kag.core.plugins import Plugins
-    from kag.plugins.algorithms.ppo.config import train_config_from_dict
-
-    common = {"model": "tiny", "environment": "copy-digit", "actor_lr": 1e-3, "critic_lr": 1e-3,
-              "episodes_per_step": 4, "mini_batch_size": 4, "micro_batch_size": 4, "max_new_tokens": 4,
-              "steps": 2, "tensorboard": False}
-    plugins = Plugins(load_entrypoints=False)
-    rows = {}
-    for name, over in (("padded", {}), ("packed", {"remove_padding": True})):
-        cfg = train_config_from_dict("warmup", {"train": {**common, **over, "output_dir": str(tmp_path / name)}})
-        plugins.create("algorithm", "warmup", config=cfg, plugins=plugins).run()
-        rows[name] = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows["padded"]) == len(rows["packed"]) == 2
-    for a, b in zip(rows["padded"], rows["packed"]):
-        for key in ("policy_loss", "value_loss", "actor_grad_norm", "critic_grad_norm", "reward_mean"):
-            assert abs(a[key] - b[key]) <= 1e-4 * max(1.0, abs(a[key])), (key, a[key], b[key])
+    rows, _ = warmup_runs(tmp_path, {"padded": {}, "packed": {"remove_padding": True}}, micro_batch_size=4,
+                          max_new_tokens=4)
+    assert_same_training(rows["padded"], rows["packed"])
