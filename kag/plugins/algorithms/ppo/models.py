@@ -130,7 +130,12 @@ PACKABLE_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2
 class Packed:
     """The real tokens of (B, W) padded rows as one (1, N) row, N the sum of the rows' lengths, with
     position ids restarting at 0 on each row (padding removal). Each row's real tokens must be
-    contiguous (left or right padding)."""
+    contiguous (left or right padding).
+
+    Cost: the linear layers see N tokens instead of B x W. Attention is per sequence only with
+    varlen kernels (``flash_attention_2``); under sdpa / eager, transformers builds an (N, N)
+    block-diagonal mask and attention costs N^2, which can exceed the padded B x W^2 (measured
+    slower than padded on a CPU)."""
 
     input_ids: torch.Tensor  # (1, N)
     position_ids: torch.Tensor  # (1, N)
