@@ -12,7 +12,7 @@
 #   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
 #   gputests   the GPU test files
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
-#   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N)
+#   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N, ADV_JOBS=J at once)
 #   static     the same with the static guards on (ONLY=a,b: those cases only, either stage)
 #   wallprobe  why the fatbin wall held in a bare process and not in the candidate; a thread's launches
 #              as the observer records them (bench/scripts/gpu_probe_wall_threads.py)
@@ -88,12 +88,12 @@ EOF
         | tee "$OUT/gputests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
-      timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs 4 --no-static-guards --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs "${ADV_JOBS:-4}" --no-static-guards --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
         | tee "$OUT/nostatic.log" | cut -c1-200
       mkdir -p "$OUT/nostatic" && mv "$OUT"/adversarial* "$OUT/nostatic/" 2>/dev/null ;;
     static)
       step "adversarial corpus (CUDA), static guards on, timed, shard ${SHARD:-1/1}"
-      timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs 4 --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
+      timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs "${ADV_JOBS:-4}" --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \
         | tee "$OUT/static.log" | cut -c1-200
       mkdir -p "$OUT/static" && mv "$OUT"/adversarial* "$OUT/static/" 2>/dev/null ;;
     wallprobe)
