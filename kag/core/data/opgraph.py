@@ -25,6 +25,13 @@ sum`` as the written-out softmax is. ``OpGraph.ops`` still counts the ops as cal
 ``OpGraph.whole`` is the forward traced again without decompositions, one node per op as called:
 a graded overlap of decomposed graphs weighs a composite op by its primitives (a multi-head
 attention's masked softmax is a dozen nodes), so one op added to it scores closer than one op is.
+
+Normalisation layers (LayerNorm, BatchNorm, GroupNorm, InstanceNorm, RMSNorm) decompose too, by
+torch's own tables, and three rewrites make their primitives the ones a written-out norm has:
+``rsqrt(v)`` is a ``sqrt`` whose product is a ``div`` (``x * rsqrt(v)`` is ``x / sqrt(v)``);
+``var_mean`` is a ``var`` and a ``mean`` node; ``mean((x - mean(x)) ** 2)`` (or ``x * x``, which is
+``pow``) is ``var(x)``. Ops whose result the forward's output never reads are dropped (a
+BatchNorm's running statistics, a norm's saved mean, the folded square).
 """
 
 from __future__ import annotations
@@ -57,9 +64,18 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "max": "amax",  # x.max(dim).values, a written-out softmax's max; the softmax decomposition says amax
 }
 # Bumped whenever tracing changes what a graph is: the reference graphs are cached under it (decontam).
-TRACER_VERSION = "2: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
+TRACER_VERSION = ("3: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
+                  " + layer/batch/group/instance/rms norms; rsqrt as 1/sqrt, variance folded, dead ops dropped")
+# Normalisation layers, which core ATen keeps whole: torch's decompositions make them the var/mean,
+# sub, sqrt, div, mul, add a written-out norm is (nn.InstanceNorm2d runs as native_batch_norm)
+NORM_DECOMPOSITIONS = ("native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+                       "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional",
+                       "_batch_norm_with_update", "_batch_norm_with_update_functional", "_batch_norm_no_update",
+                       "native_group_norm", "_fused_rms_norm")
 # Composite ops core ATen keeps whole that KernelBench calls as one operator and a rewrite spells out.
-EXTRA_DECOMPOSITIONS = ("_softmax", "_log_softmax", "gelu", "elu", "leaky_relu", "hardtanh")
+EXTRA_DECOMPOSITIONS = ("_softmax", "_log_softmax", "gelu", "elu", "leaky_relu", "hardtanh") + NORM_DECOMPOSITIONS
+# ops with two results, each its own node: a norm's decomposition says var_mean, a written-out one var and mean
+SPLIT_RESULTS = {"var_mean": ("var", "mean"), "std_mean": ("std", "mean")}
 # Core ATen decomposes these into elementwise products and sums; as a kernel they are a matrix
 # product, and ``ALIASES`` already lowers them to ``mm``.
 KEEP_WHOLE = frozenset({"mv", "dot", "baddbmm", "addmm", "addbmm", "matmul"})
@@ -155,7 +171,8 @@ def _op_name(target: Any) -> str:
 def decompositions() -> dict[Any, Any]:
     """The decomposition table the tracer lowers composite ops with: core ATen's plus
     ``EXTRA_DECOMPOSITIONS``, less in-place ops (their ``copy_`` back would read as an edge from the
-    old value) and ``KEEP_WHOLE``."""
+    old value; a BatchNorm's update of its running statistics is dropped as dead instead) and
+    ``KEEP_WHOLE``."""
     global _TABLE
     if _TABLE is None:
         import torch
@@ -163,8 +180,10 @@ def decompositions() -> dict[Any, Any]:
 
         table = dict(core_aten_decompositions())
         table.update(get_decompositions([getattr(torch.ops.aten, n) for n in EXTRA_DECOMPOSITIONS]))
+        norms = {_op_name(getattr(torch.ops.aten, n)) for n in NORM_DECOMPOSITIONS}
         _TABLE = {op: fn for op, fn in table.items() if isinstance(op, torch._ops.OpOverload)
-                  and not op._schema.is_mutable and _op_name(op) not in KEEP_WHOLE}
+                  and (not op._schema.is_mutable or _op_name(op) in norms and not op._overloadname.endswith("out"))
+                  and _op_name(op) not in KEEP_WHOLE}
     return _TABLE
 
 
@@ -190,10 +209,14 @@ class _Builder:
         self.inputs: list[tuple[int, ...]] = []
         self.pointwise: list[bool] = []
         self.calls = 0  # compute ops as called (a decomposed op counts as the nodes it would have made)
+        self.inverted: set[int] = set()  # "sqrt" nodes that are 1/sqrt (rsqrt): x * rsqrt(v) is x / sqrt(v)
+        self.squares: set[int] = set()  # x ** 2 and x * x
 
     def truncate(self, n: int) -> None:
         """Forget the nodes from ``n`` on (a decomposition that failed halfway)."""
         del self.labels[n:], self.inputs[n:], self.pointwise[n:]
+        self.inverted = {i for i in self.inverted if i < n}
+        self.squares = {i for i in self.squares if i < n}
 
     @staticmethod
     def would_make(op: Any, per_arg: list[tuple[int, ...]]) -> int:
@@ -228,6 +251,19 @@ class _Builder:
             alias = BY_A_CONSTANT[name]  # x / c is x * (1/c): GELU's decomposition says x * 0.7071
         if name == "convolution" and len(args) > 6:  # Conv2d and ConvTranspose3d are different tasks
             alias = f"conv{len(args[3])}d" + ("_transpose" if args[6] else "")
+        if name == "rsqrt":
+            self.inverted.add(len(self.labels))
+            alias = "sqrt"
+        elif name == "mul" and len(per_arg) == 2 and sum(len(a) == 1 and a[0] in self.inverted for a in per_arg) == 1:
+            alias = "div"
+        elif name == "mean" and (var := self._variance(srcs)) is not None:
+            return self.node("var", var, False)
+        if name in SPLIT_RESULTS:
+            return tuple(self.node(part, srcs, False)[0] for part in SPLIT_RESULTS[name])
+        square = (name == "pow" and len(args) == 2 and args[1] == 2) or \
+            (name == "mul" and len(per_arg) == 2 and per_arg[0] == per_arg[1])
+        if square:
+            alias = "pow"  # x * x is x ** 2
         if isinstance(alias, tuple):  # addmm(bias, a, b) -> mm(a, b) -> add(., bias)
             prev = tuple(dict.fromkeys(j for a in per_arg[1:] for j in a))
             if not prev:
@@ -235,10 +271,37 @@ class _Builder:
             for k, part in enumerate(alias):
                 prev = self.node(part, prev + (per_arg[0] if k else ()), part in POINTWISE_PARTS and k > 0)
             return prev
-        return self.node(alias, srcs, torch.Tag.pointwise in getattr(op, "tags", ()))
+        nodes = self.node(alias, srcs, torch.Tag.pointwise in getattr(op, "tags", ()))
+        if square:
+            self.squares.add(nodes[0])
+        return nodes
 
-    def graph(self) -> OpGraph:
-        return OpGraph(tuple(self.labels), tuple(self.inputs), tuple(self.pointwise), self.calls)
+    def _variance(self, srcs: tuple[int, ...]) -> tuple[int, ...] | None:
+        """``(x,)`` when ``mean(srcs)`` is a written-out variance, mean((x - mean(x)) ** 2); else None."""
+        if len(srcs) != 1 or srcs[0] not in self.squares or len(self.inputs[srcs[0]]) != 1:
+            return None
+        sub = self.inputs[srcs[0]][0]
+        if self.labels[sub] != "sub" or len(self.inputs[sub]) != 2:
+            return None
+        for x, m in (self.inputs[sub], self.inputs[sub][::-1]):
+            if self.labels[m] == "mean" and self.inputs[m] == (x,):
+                return (x,)
+        return None
+
+    def graph(self, results: tuple[int, ...] | None = None) -> OpGraph:
+        """The graph; given the nodes of the forward's results, less the nodes none of them reads
+        (a BatchNorm's running statistics, a norm's saved mean, a variance's folded square)."""
+        keep = range(len(self.labels))
+        if results:
+            live = set(results)
+            for i in reversed(keep):
+                if i in live:
+                    live.update(self.inputs[i])
+            keep = [i for i in keep if i in live or self.labels[i] == INPUT]
+        index = {i: k for k, i in enumerate(keep)}
+        return OpGraph(tuple(self.labels[i] for i in keep),
+                       tuple(tuple(index[j] for j in self.inputs[i]) for i in keep),
+                       tuple(self.pointwise[i] for i in keep), self.calls)
 
 
 def _recorder(builder: _Builder, decompose: bool = True) -> Any:
@@ -294,9 +357,10 @@ def _recorder(builder: _Builder, decompose: bool = True) -> Any:
             nodes = builder.call(func, per_arg, args)
             if self.depth == 0:
                 builder.calls += len(builder.labels) - before
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor):
-                    self.mark(t, nodes)
+            results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+            split = _op_name(func) in SPLIT_RESULTS and len(nodes) == len(results)
+            for k, t in enumerate(results):  # var_mean: the variance is one node, the mean another
+                self.mark(t, nodes[k:k + 1] if split else nodes)
             return out
 
     return Record()
@@ -308,6 +372,7 @@ def trace(code: str, decompose: bool = True) -> OpGraph:
     import warnings
 
     import torch
+    from torch.utils._pytree import tree_flatten
 
     from kag.core.tasks import load_module
 
@@ -325,8 +390,10 @@ def trace(code: str, decompose: bool = True) -> OpGraph:
                     if isinstance(x, torch.Tensor):
                         recorder.mark(x, builder.node(INPUT, (), False))
                 with recorder:
-                    model(*inputs)
-                graphs.append(builder.graph())
+                    out = model(*inputs)
+                results = tuple(j for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)
+                                for j in recorder.source(t))
+                graphs.append(builder.graph(results))
     except OpGraphError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure means "no graph"; the AST score still applies

@@ -4,7 +4,8 @@ Three signals, the highest one is a task's score, and a score at or above ``thre
 
 - **op graph** (``kag.core.data.opgraph``): the forward traced on the meta device to aten ops under
   the core aten decompositions (``F.silu`` is ``sigmoid`` and ``mul``, ``torch.softmax`` is ``exp(x
-  - amax) / sum``), with module, functional and method spellings lowered to the same ops and shapes,
+  - amax) / sum``, ``nn.LayerNorm`` and the other normalisation layers are the mean/var/sub/div a
+  written-out norm is), with module, functional and method spellings lowered to the same ops and shapes,
   names, layout ops and statement order normalised away. The same graph as a benchmark task (either
   decomposed or as called: ``OpGraph.whole``) scores 1.0; the same graph with one elementwise op
   (a primitive, or an op as called: a Mish) added or removed scores ``ONE_OP_APART`` (0.95) when

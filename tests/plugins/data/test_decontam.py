@@ -504,3 +504,61 @@ def test_a_composite_op_taken_away_is_still_one_op(graph_only):
     assert less != mish
     v = d.judge(less)
     assert (v.graph, v.signal, v.note) == (ONE_OP_APART, "graph_one_op", "benchmark task less mish"), v
+
+
+# Normalisation layers decompose by torch's tables into the primitives a written-out norm has.
+def norm_task(forward: str, init: str = "pass") -> str:
+    return task(forward, init=init, inputs="torch.rand(4, 8, 6, 6)")
+
+
+LAYER_NORM = norm_task("self.ln(x)", "self.ln = nn.LayerNorm((8, 6, 6))")
+
+
+def test_a_written_out_layer_norm_is_the_layer_norm_task():
+    """mean / variance / sub / div / mul / add is nn.LayerNorm's task: the same graph (the
+    control: traced without decompositions, one ``layer_norm`` node against ten)."""
+    written = norm_task("(x - x.mean(dim=(1, 2, 3), keepdim=True)) / torch.sqrt(((x - x.mean(dim=(1, 2, 3), "
+                        "keepdim=True)) ** 2).mean(dim=(1, 2, 3), keepdim=True) + 1e-5) * self.w + self.b",
+                        "self.w = nn.Parameter(torch.ones(8, 6, 6))\n        self.b = nn.Parameter(torch.zeros(8, 6, 6))")
+    d = Plugins().create("filter", "decontam", threshold=0.9, numeric=False)
+    d.add_reference([("level1/40_LayerNorm", LAYER_NORM)])
+    v = d.judge(written)
+    assert (v.graph, v.signal, v.closest) == (1.0, "graph", "level1/40_LayerNorm"), v
+    assert trace(written).digest() == trace(LAYER_NORM).digest()
+    assert trace(written, decompose=False).digest() != trace(LAYER_NORM, decompose=False).digest()
+    gated = task("self.ln(x) * torch.sigmoid(x) * x", "self.ln = nn.LayerNorm(32)")  # a near miss: kept
+    v = d.judge(gated)
+    assert v.graph < 0.9 and d.keep(v.score), v
+
+
+AFFINE = "self.w = nn.Parameter(torch.ones(8))\n        self.b = nn.Parameter(torch.zeros(8))"
+PER_CHANNEL = " * self.w.view(1, -1, 1, 1) + self.b.view(1, -1, 1, 1)"
+
+
+@pytest.mark.parametrize("spellings", [
+    [norm_task("self.bn(x)", "self.bn = nn.BatchNorm2d(8)"),  # training form: batch statistics
+     norm_task("(x - x.mean(dim=(0, 2, 3), keepdim=True)) * torch.rsqrt(x.var(dim=(0, 2, 3), keepdim=True, "
+               "unbiased=False) + 1e-5)" + PER_CHANNEL, AFFINE)],
+    [norm_task("self.bn(x)", "self.bn = nn.BatchNorm2d(8).eval()"),  # eval form: running statistics
+     norm_task("(x - self.m.view(1, -1, 1, 1)) / torch.sqrt(self.v.view(1, -1, 1, 1) + 1e-5)" + PER_CHANNEL,
+               AFFINE + "\n        self.m = nn.Parameter(torch.zeros(8))\n        self.v = nn.Parameter(torch.ones(8))")],
+    [norm_task("self.gn(x)", "self.gn = nn.GroupNorm(2, 8)"),
+     norm_task("((x.view(4, 2, -1) - x.view(4, 2, -1).mean(-1, keepdim=True)) / torch.sqrt(x.view(4, 2, -1).var("
+               "-1, keepdim=True, unbiased=False) + 1e-5)).view(4, 8, 6, 6)" + PER_CHANNEL, AFFINE)],
+    [norm_task("self.inorm(x)", "self.inorm = nn.InstanceNorm2d(8)"), norm_task("F.instance_norm(x)"),
+     norm_task("(x - x.mean(dim=(2, 3), keepdim=True)) / torch.sqrt(torch.var_mean(x, dim=(2, 3), keepdim=True, "
+               "unbiased=False)[0] + 1e-5)")],
+    [norm_task("x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)"),  # level1/36's own spelling
+     norm_task("x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-5)"),
+     norm_task("F.rms_norm(x.movedim(1, -1), (8,), eps=1e-5).movedim(-1, 1)")],
+], ids=["batch_norm", "batch_norm_eval", "group_norm", "instance_norm", "rms_norm"])
+def test_a_norm_layer_and_its_written_out_form_are_the_same_graph(spellings):
+    assert len({trace(c).digest() for c in spellings}) == 1
+
+
+def test_a_batch_norms_running_statistics_are_not_in_its_graph():
+    """The update of the running mean and variance is read by no output: dropped, as a layer
+    norm's saved mean and 1/std are; a folded x ** 2 too."""
+    g = trace(norm_task("self.bn(x)", "self.bn = nn.BatchNorm2d(8)"))
+    assert g.multiset() == {"var": 1, "mean": 1, "sub": 1, "add": 2, "sqrt": 1, "div": 1, "mul": 1}
+    assert trace(norm_task("self.bn(x)", "self.bn = nn.BatchNorm2d(8)"), decompose=False).labels[1:] == ("batch_norm",)
