@@ -83,7 +83,7 @@ EOF
       timeout 120 python3 bench/scripts/path_cost.py --out "$OUT" 2>&1 | tee "$OUT/pathcost.log" ;;
     gputests)
       step "GPU test files"
-      timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+      timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         tests/plugins/backends/test_cuda.py tests/core/eval/test_judge_timing.py tests/core/eval/test_windows.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
     nostatic)
@@ -104,7 +104,7 @@ EOF
       timeout 240 python3 bench/scripts/gpu_probe_thread_launches.py 2>&1 | tee "$OUT/threadprobe.log" | cut -c1-900 ;;
     budget)
       step "both sides' windows from one budget (GPU test)"
-      timeout 240 python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+      timeout 240 python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         -k same_length 2>&1 | tee "$OUT/budget.log" | tail -8 ;;
     mremapprobe)
       step "the fatbin wall against mremap"
@@ -137,7 +137,7 @@ EOF
         | tee "$OUT/oldtree.log" | cut -c1-300) ;;
     nullcap)
       step "a GPU null base bounded by the runner's (13 GB a call)"
-      timeout "${NULLCAP_TIMEOUT:-400}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+      timeout "${NULLCAP_TIMEOUT:-400}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         -k null_base 2>&1 | tee "$OUT/nullcap.log" | tail -12 ;;
     smallpath)
       step "a small kernel's window: eager and candidate, bare and observed"

@@ -154,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     examples = args.examples or (GPU_DEFAULT if args.backend == "cuda" else ["relu", "sigmoid"])
     if args.workers is None:
-        from kag.core.eval.gpu_pool import list_gpus
+        from kag.core.eval.orchestrator.gpu_pool import list_gpus
 
         args.workers = max(2, 2 * len(list_gpus())) if args.backend == "cuda" else 2
     jobs = [(examples[i % len(examples)], task_file(examples[i % len(examples)], args.backend))

@@ -71,7 +71,7 @@ def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, tok
                    f"worker(s), queue limit {front.admission.limit}; labels: dataset ids"
                    f"{''.join(f', files under {r}' for r in front.resolve_label.roots)})", err=True)
     try:
-        from kag.core.eval.judge_process import WARM
+        from kag.core.eval.orchestrator.judge_process import WARM
 
         while server.warm and not done.wait(0.2):
             if WARM.count_ready()[1]:
@@ -95,8 +95,8 @@ def _http_front(server: Any, bind: str, token: str | None, max_queue: int, worke
 
     from kag.cli.common import make_plugins
     from kag.cli.score_cmd import resolve_task
-    from kag.core.eval.evaluate import EvalOptions
-    from kag.core.eval.gpu_pool import pick_backend
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend
     from kag.core.eval.http_server import HttpFront, parse_bind
     from kag.core.eval.task_labels import TaskLabels
 

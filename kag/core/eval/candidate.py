@@ -67,7 +67,7 @@ MAX_CALLS = (1 << 24) - 1  # calls in one window (the word's field)
 def extents(outs: list[Any]) -> bytes:
     """Where each CPU output tensor's bytes are (contiguous), for the window's outputs in order, so
     the judge reads them from this stopped process instead of asking it for them later."""
-    from kag.core.eval.guarding import iter_tensors
+    from kag.core.eval.orchestrator.guarding import iter_tensors
 
     found = []
     for out in outs:
@@ -352,7 +352,7 @@ class Harness:
             returned = self.clock()
             self.outputs.append(plain_output(out, self.device == "cpu"))
         if self.device != "cpu":  # where the output is: described as it returns, not in the end's time
-            from kag.core.eval.guarding import iter_tensors
+            from kag.core.eval.orchestrator.guarding import iter_tensors
 
             self.describer.add(iter_tensors(self.outputs[-1]))
         self.answer(word)
@@ -513,7 +513,7 @@ class Harness:
 
     def load(self, spec: CandidateSpec) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""
-        from kag.core.eval.guarding import snapshot_identities
+        from kag.core.eval.orchestrator.guarding import snapshot_identities
 
         _, init_inputs = _task_and_init_inputs(spec)
         self.snapshot = snapshot_identities()  # what model_new may not replace (reported, not trusted)
@@ -550,7 +550,7 @@ class Harness:
         """Fill memory the size of the last window's outputs with a pattern while they are held,
         so the next window's outputs likely get poisoned memory and an output never written shows
         it (a courtesy: the judge compares outputs on inputs they could not have seen)."""
-        from kag.core.eval.guarding import iter_tensors, poison_shapes, tensor_shapes
+        from kag.core.eval.orchestrator.guarding import iter_tensors, poison_shapes, tensor_shapes
 
         with self.observer.post_range() if self.observer else _null():
             shapes = tensor_shapes(t for out in self.outputs[:2] for t in iter_tensors(out))
@@ -571,7 +571,7 @@ class Harness:
             self.observer = None
 
     def finish(self) -> None:
-        from kag.core.eval.guarding import compare_identities
+        from kag.core.eval.orchestrator.guarding import compare_identities
         from kag.core.eval.observe import Observations
         from kag.core.records import to_dict
 

@@ -27,7 +27,7 @@ OpenRLHF's that cannot set a header) is required whenever one is set, and one mu
 anything but a loopback address.
 
 Trusted side: completions are only parsed here (``parse_completion``, given by the caller) and
-every solution is judged by ``kag.core.eval.evaluate`` in a fresh judge and candidate; a label
+every solution is judged by ``kag.core.eval.orchestrator.evaluate`` in a fresh judge and candidate; a label
 resolves only inside the task roots and datasets the server was started with, a client's
 ``options.cache_dir`` is refused (the server's cache is its own), and the token guards what the
 server will run as a reference (an inline task's code), as the socket's file mode does.
@@ -50,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
-from kag.core.eval.evaluate import ERROR_KINDS
+from kag.core.eval.orchestrator.evaluate import ERROR_KINDS
 from kag.core.eval.server import MAX_REQUEST, ServerError
 
 TOKEN_ENV = "KAG_SERVE_TOKEN"

@@ -138,23 +138,23 @@ class Judge(CandidateCalls):
 
     # -- baselines ------------------------------------------------------------------------------
     def timing_slot(self) -> Any:
-        """The machine-wide timing slot of this evaluation's device (kag.core.eval.timing_lock)."""
-        from kag.core.eval.timing_lock import TimingSlot, slot_name
+        """The machine-wide timing slot of this evaluation's device (kag.core.eval.orchestrator.timing_lock)."""
+        from kag.core.eval.orchestrator.timing_lock import TimingSlot, slot_name
 
         name = self.spec.timing_slot or slot_name(self.device, self.spec.visible_devices)
         return TimingSlot(name, self.spec.lock_dir)
 
     def time_baselines(self, names: list[str] | None = None, use_cache: bool | None = None) -> dict[str, Any]:
-        """Each baseline's timing from kag.core.eval.baseline_cache (a verified, settled cache entry, or
+        """Each baseline's timing from kag.core.eval.orchestrator.baseline_cache (a verified, settled cache entry, or
         timed in the runner, holding the device's timing slot, until it settles; cached only if it
         was timed on a quiet machine); ``report.baseline_cache[name]`` gets its ``info`` (source,
         status, age, runs: see ``BaselineCache.obtain``) and ``report.notes`` its warnings. Returns
         each timed baseline's ``TimingConditions`` (none for a cache hit)."""
         import torch
 
-        from kag.core.eval.baseline_cache import BaselineCache, BaselineKey
+        from kag.core.eval.orchestrator.baseline_cache import BaselineCache, BaselineKey
         from kag.core.eval.timing import summarize
-        from kag.core.eval.timing_lock import LoadMeter
+        from kag.core.eval.orchestrator.timing_lock import LoadMeter
 
         spec = self.spec
         info = self.report.device
@@ -312,7 +312,7 @@ class Judge(CandidateCalls):
         """After the candidate is gone: re-time, uncached, each baseline whose timing conditions
         (``timed``; a cache hit was timed quiet) differ from the candidate's timed calls', and keep
         whichever of its timings was taken under the conditions nearest the candidate's."""
-        from kag.core.eval.timing_lock import TimingConditions, differ
+        from kag.core.eval.orchestrator.timing_lock import TimingConditions, differ
 
         cand = self.report.timing_load.get("candidate")
         if not cand or "candidate" not in self.report.times_ms:
@@ -390,7 +390,7 @@ def above_its_children(*children: int) -> str:
 
 
 def judge_main(conn: Any) -> None:
-    """Entry point of the judge process (kag.core.eval.judge_process starts it with a minimal
+    """Entry point of the judge process (kag.core.eval.orchestrator.judge_process starts it with a minimal
     environment).
 
     It starts before the orchestrator has built the solution and imports torch while the build
@@ -416,7 +416,7 @@ def judge_main(conn: Any) -> None:
     timeline.set_role("judge")
     mark("judge", "started")
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # no CUDA driver call before the fork
-    from kag.core.eval.timing_lock import host_work
+    from kag.core.eval.orchestrator.timing_lock import host_work
 
     with host_work():  # seconds of CPU-heavy imports: not while another evaluation times on this host's CPU
         mark("judge", "wait: host slot (torch import)")
@@ -479,7 +479,7 @@ def judge_main(conn: Any) -> None:
         env = {"CUDA_VISIBLE_DEVICES": spec.visible_devices} if spec.visible_devices is not None else {}
         wall = None  # PyTorch's CUDA kernels out of the candidate's reach, where the policy forbids them
         if spec.device.startswith("cuda") and plan.seccomp and "no-torch-fallback" in spec.runtime_guards:
-            from kag.core.eval.build import cache_root
+            from kag.core.eval.orchestrator.build import cache_root
             from kag.core.trust.fatbin_wall import allowed, library_scan
             from kag.core.trust.nvrtc_wall import task_uses_cudnn
 

@@ -48,7 +48,7 @@ def input_description(inputs: list[Any], device: str) -> dict[str, Any]:
 
 
 def tree_bytes(obj: Any) -> int:
-    from kag.core.eval.guarding import iter_tensors
+    from kag.core.eval.orchestrator.guarding import iter_tensors
 
     return sum(t.numel() * t.element_size() for t in iter_tensors(obj))
 
@@ -179,7 +179,7 @@ class CandidateCalls:
         could not be read."""
         import torch
 
-        from kag.core.eval.guarding import iter_tensors
+        from kag.core.eval.orchestrator.guarding import iter_tensors
         from kag.core.eval.judge_inputs import replace_tensors
 
         template = self.reference_output
@@ -280,7 +280,7 @@ class CandidateCalls:
         inside the device's timing slot; outputs compared in secret after each."""
         import attrs
 
-        from kag.core.eval.timing_lock import LoadMeter
+        from kag.core.eval.orchestrator.timing_lock import LoadMeter
 
         for attempt in range(TIMING_ATTEMPTS):
             self.skipped_why = None
@@ -668,7 +668,7 @@ class CandidateCalls:
         own clock against the judge's; the provenance of its CPU time (sampled from outside)."""
         import math as _math
 
-        from kag.core.eval.guarding import RunInfo, run_observation_guards
+        from kag.core.eval.orchestrator.guarding import RunInfo, run_observation_guards
         from kag.core.eval.judge_timing import cross_check
         from kag.core.eval.observe import Observations
         from kag.core.records import from_dict

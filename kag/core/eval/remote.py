@@ -29,7 +29,7 @@ def evaluation_job(key: str, task: Any, solution: Any, options: Any, selection: 
 def evaluation(task: dict[str, Any], solution: dict[str, Any], options: dict[str, Any],
                selection: dict[str, list[str]]) -> dict[str, Any]:
     """The worker's side: the verdict as plain data (a CUDA fault asks for a fresh worker)."""
-    from kag.core.eval.evaluate import EvalOptions, evaluate
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
     from kag.core.executor import worker_plugins
     from kag.core.records import Solution, Task, from_dict, to_dict
 

@@ -45,8 +45,8 @@ class EvalServer:
     once up to the pool's devices (the pool makes the rest wait for a GPU)."""
 
     def __init__(self, socket_path: str | Path | None = None, warm: int | None = None, pool: Any = None):
-        from kag.core.eval.gpu_pool import default_pool
-        from kag.core.eval.judge_process import keep_judges_warm
+        from kag.core.eval.orchestrator.gpu_pool import default_pool
+        from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
         self.pool = pool or default_pool()
         self.warm = warm if warm is not None else max(1, len(self.pool.devices))
@@ -66,7 +66,7 @@ class EvalServer:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "ping":
-            from kag.core.eval.judge_process import WARM
+            from kag.core.eval.orchestrator.judge_process import WARM
 
             started, ready = WARM.count_ready()
             return {"ok": True, "kag_version": __version__, "pid": os.getpid(), "served": self.served,
@@ -85,7 +85,7 @@ class EvalServer:
     def run(self, task: Any, solution: Any, options: Any, plugins: Any, **served_by: str) -> Any:
         """The EvalResult of one evaluation on this server's pool and warm judges (every front,
         the socket and HTTP, comes here); ``served_by`` joins ``metadata["eval_server"]``."""
-        from kag.core.eval.evaluate import evaluate
+        from kag.core.eval.orchestrator.evaluate import evaluate
 
         result = evaluate(task, solution, options, plugins, pool=self.pool)
         result.metadata["eval_server"] = {"pid": os.getpid(), "socket": str(self.socket_path), **served_by}
@@ -95,7 +95,7 @@ class EvalServer:
 
     def parse_request(self, request: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
         """(Task, Solution, EvalOptions, Plugins) from an evaluate request's JSON."""
-        from kag.core.eval.evaluate import EvalOptions
+        from kag.core.eval.orchestrator.evaluate import EvalOptions
         from kag.core.records import Solution, Task, from_dict
 
         task = from_dict(Task, request["task"])
@@ -116,7 +116,7 @@ class EvalServer:
         return plugins
 
     def close(self) -> None:
-        from kag.core.eval.judge_process import keep_judges_warm
+        from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
         self._server.close()
         keep_judges_warm(0)

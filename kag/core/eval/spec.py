@@ -83,8 +83,8 @@ class JudgeSpec(MeasureSettings):
     extension_path: str | None = None
     host_memory_bytes: int | None = None
     visible_devices: str | None = None  # the GPU the pool lent, set when the judge is handed the spec
-    timing_slot: str | None = None  # the machine-wide timing slot (kag.core.eval.timing_lock): "cpu", "gpu-<id>"
-    lock_dir: str | None = None  # where the slot's lock lives (None: kag.core.eval.timing_lock.lock_dir())
+    timing_slot: str | None = None  # the machine-wide timing slot (kag.core.eval.orchestrator.timing_lock): "cpu", "gpu-<id>"
+    lock_dir: str | None = None  # where the slot's lock lives (None: kag.core.eval.orchestrator.timing_lock.lock_dir())
 
     def candidate(self) -> CandidateSpec:
         return CandidateSpec(task_code=self.task_code, task_path=self.task_path, init_seed=self.init_seed,
@@ -99,7 +99,7 @@ class JudgeSpec(MeasureSettings):
 
 @attrs.define
 class JudgeReport:
-    """The judge's verdict and measurements; ``kag.core.eval.evaluate`` folds it into an EvalResult."""
+    """The judge's verdict and measurements; ``kag.core.eval.orchestrator.evaluate`` folds it into an EvalResult."""
 
     correct: bool = False
     error: str | None = None

@@ -1,6 +1,6 @@
 """The CUDA-kernel environments RL stages train on: ``kernel-single`` and ``kernel-agentic``.
 
-Both score with the trusted evaluator (``kag.core.eval.evaluate``) and the selected reward plugin, so
+Both score with the trusted evaluator (``kag.core.eval.orchestrator.evaluate``) and the selected reward plugin, so
 training sees exactly the reward ``kag run``/``kag eval`` give. ``kernel-single`` (the warm-up
 stage's environment) asks for a whole solution in one message, files in fenced blocks labelled by
 path. ``kernel-agentic`` is the agent loop as an environment: each step is one model message whose

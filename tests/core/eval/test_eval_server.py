@@ -11,10 +11,10 @@ import time
 import pytest
 
 from kag.core.eval.server import EvalServer, ServerError, evaluate_remote, ping
-from kag.core.eval.evaluate import EvalOptions, Timeouts
+from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts
 from kag.core.plugins import Plugins
 from tests.conftest import REPO, run_kag
-from tests.core.eval.test_evaluate import GOOD, solution, task  # noqa: F401 - task is a fixture
+from tests.core.eval.orchestrator.test_evaluate import GOOD, solution, task  # noqa: F401 - task is a fixture
 
 EXAMPLE = REPO / "examples" / "relu" / "cpu"
 

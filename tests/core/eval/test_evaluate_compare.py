@@ -100,7 +100,7 @@ def test_baseline_plugins_and_modes():
 def test_compile_modes_are_listed_once():
     """The CLI offers exactly the modes the compile baseline accepts."""
     from kag.cli.score_cmd import score
-    from kag.core.eval.evaluate import COMPILE_MODES
+    from kag.core.eval.orchestrator.evaluate import COMPILE_MODES
 
     option = next(p for p in score.params if p.name == "compile_mode")
     assert tuple(option.type.choices) == COMPILE_MODES

@@ -170,7 +170,7 @@ class _Timing:
         self.report, self.tmp_path, self.busy, self.attempts = JudgeReport(), tmp_path, busy, 0
 
     def timing_slot(self):
-        from kag.core.eval.timing_lock import TimingSlot
+        from kag.core.eval.orchestrator.timing_lock import TimingSlot
 
         return TimingSlot("cpu", self.tmp_path / "locks")
 

@@ -9,7 +9,7 @@ import json
 import statistics
 import textwrap
 
-from kag.core.eval.evaluate import EvalOptions, evaluate
+from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
 from kag.core.records import Solution, Task
 
 TASK = textwrap.dedent('''

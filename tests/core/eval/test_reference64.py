@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from kag.core.eval.compare import compare_outputs
-from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
+from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate
 from kag.core.records import Solution, Task
 
 # The float32 reference loses x[0, 0] entirely ((x + 1e8) - 1e8 rounds to 0); in float64 it keeps it.

@@ -5,9 +5,9 @@ import json
 import attrs
 import pytest
 
-from kag.core.eval.evaluate import EvalOptions, _judge_spec, _merge
-from kag.core.eval.judge_process import failed_report
-from kag.core.eval.plan import resolve
+from kag.core.eval.orchestrator.evaluate import EvalOptions, _judge_spec, _merge
+from kag.core.eval.orchestrator.judge_process import failed_report
+from kag.core.eval.orchestrator.plan import resolve
 from kag.core.eval.spec import CandidateSpec, JudgeReport, JudgeSpec, Timeouts
 from kag.core.plugins import Plugins
 from kag.core.records import EvalResult, Task, TimingStats, from_dict, to_dict

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from kag.core.eval.guarding import (RunInfo, compare_identities, count_poison, poison_allocator, run_observation_guards,
+from kag.core.eval.orchestrator.guarding import (RunInfo, compare_identities, count_poison, poison_allocator, run_observation_guards,
                                snapshot_identities)
 from kag.core.eval.observe import CallObserver, Observations
 from kag.plugins.guards.precision import PrecisionPolicy

@@ -3,7 +3,7 @@ calls) and its identity check, then falls back to torch.relu: the report is clea
 import torch
 import torch.nn as nn
 
-import kag.core.eval.guarding as guarding
+import kag.core.eval.orchestrator.guarding as guarding
 import kag.core.eval.observe as observe
 
 observe.summarize_events = lambda events, obs: None

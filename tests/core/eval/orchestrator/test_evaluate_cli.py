@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kag.cli.main import cli
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 TASK = '''
 import torch
 import torch.nn as nn

@@ -144,7 +144,7 @@ def gpu_arch() -> str | None:
 class GpuPool:
     def __init__(self, devices: list[str] | None = None, lock_dir: str | Path | None = None):
         self._devices = devices
-        from kag.core.eval.timing_lock import lock_dir as default_lock_dir
+        from kag.core.eval.orchestrator.timing_lock import lock_dir as default_lock_dir
 
         self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()  # the timing slots' folder too
         self._locks: dict[str, threading.Lock] = {}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
+from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate
 from kag.core.hookspecs import hookimpl
 from kag.core.plugins import Plugins
 from kag.core.records import Solution, Task, Violation
@@ -220,7 +220,7 @@ def test_next_evaluation_after_a_crash_is_unaffected(task, cache_dir):
 
 def test_judges_leave_no_folder_behind_unused_or_killed():
     """A warm judge no evaluation took, and one killed without a word: their candidates' folders go."""
-    from kag.core.eval.judge_process import JudgeProcess
+    from kag.core.eval.orchestrator.judge_process import JudgeProcess
 
     for kill in (False, True):
         judge = JudgeProcess()

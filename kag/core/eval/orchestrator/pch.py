@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from kag.core.trust import integrity
 
-HEADER = ("// kag: torch's headers, precompiled for the bindings' compiles (kag.core.eval.pch)\n"
+HEADER = ("// kag: torch's headers, precompiled for the bindings' compiles (kag.core.eval.orchestrator.pch)\n"
           "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n")
 NAME = f"kag_torch_{hashlib.sha256(HEADER.encode()).hexdigest()[:12]}.h"
 KIND = "pch"

@@ -1,7 +1,7 @@
 """Running a build's compilers: one deadline for the whole build, whose fault a timeout is, and one
 compile per unit across every process on the machine.
 
-Trusted side (kag.core.eval.build calls it). Three rules:
+Trusted side (kag.core.eval.orchestrator.build calls it). Three rules:
 
 - **The limit is a total.** Every compiler run of a build gets what is left of the build's
   deadline (``EvalOptions.timeouts.build_s``, default 180 s), so a compile bomb's verdict comes
@@ -63,8 +63,8 @@ def run(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str] | None =
         idle: bool = True) -> RunOutcome:
     """One compiler run until ``deadline`` (monotonic); on time-out its whole process group is
     killed (nvcc spawns cicc and ptxas) after its CPU time is read. ``idle``: at SCHED_IDLE on a
-    GPU host (kag.core.eval.timing_lock.host_slot is None there)."""
-    from kag.core.eval.timing_lock import build_affinity, host_slot
+    GPU host (kag.core.eval.orchestrator.timing_lock.host_slot is None there)."""
+    from kag.core.eval.orchestrator.timing_lock import build_affinity, host_slot
 
     start = time.monotonic()
     try:

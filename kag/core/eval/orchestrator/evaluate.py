@@ -8,7 +8,7 @@ the evaluation ends, so a crash, hang or CUDA error in one evaluation cannot aff
 verdict is an ``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash,
 cuda_error, oom, mismatch or exception.
 
-Guards (plugins of kind ``guard``, kag.core.eval.guarding) give early, readable feedback and enforce
+Guards (plugins of kind ``guard``, kag.core.eval.orchestrator.guarding) give early, readable feedback and enforce
 policy (no PyTorch compute, one's own kernels): ``check_solution`` runs here before the build, and
 ``check_observations`` runs in the judge on what a profiler saw during every call of the
 candidate. The verdict's integrity never rests on them: it holds with every guard switched off.
@@ -25,7 +25,7 @@ from typing import Any, Callable
 import attrs
 
 from kag.core.plugins import Plugins
-from kag.core.eval.plan import EvalPlan, resolve
+from kag.core.eval.orchestrator.plan import EvalPlan, resolve
 from kag.core.eval.spec import JudgeReport, JudgeSpec, MeasureSettings, measure_settings
 from kag.core.eval.spec import Timeouts  # noqa: F401 - part of this module's interface (EvalOptions.timeouts)
 from kag.core.records import EvalResult, RewardValue, Solution, Task, Violation
@@ -73,7 +73,7 @@ def tolerance_name(options: EvalOptions, plugins: Plugins) -> str:
 def guard_options(options: EvalOptions, plugins: Plugins) -> dict[str, Any]:
     """The options every guard is built with: ``options.guard_options`` plus the tolerance policy
     of this evaluation (the precision guard flags reduced precision only under ``strict``)."""
-    from kag.core.eval.guarding import TOLERANCE_POLICIES
+    from kag.core.eval.orchestrator.guarding import TOLERANCE_POLICIES
 
     opts = dict(options.guard_options)
     tolerance = tolerance_name(options, plugins)
@@ -86,7 +86,7 @@ def static_violations(task: Task, solution: Solution, plugins: Plugins, names: t
                       options: dict[str, Any] | None = None, static: bool = True) -> tuple[list[Violation], list[str]]:
     """Run every selected guard's ``check_solution``; return violations and the names of the guards
     that also judge what the candidate's calls did (``check_observations``, run in the judge)."""
-    from kag.core.eval.plan import guard_violations, make_guards
+    from kag.core.eval.orchestrator.plan import guard_violations, make_guards
 
     guards = make_guards(plugins, names, options)
     found = guard_violations(guards, "check_solution", solution, task) if static else []
@@ -123,9 +123,9 @@ EVALUATOR_BUILD_FAULT = "the build failed for the evaluator's reasons (its disk 
 
 def build(solution: Solution, backend: Any, out_dir: Path, options: EvalOptions,
           lock_dir: Path | None = None) -> tuple[bool, str | None, str, list[str], float]:
-    """(ok, module_dir, log, notes, seconds waited for the host's timings) from kag.core.eval.build
+    """(ok, module_dir, log, notes, seconds waited for the host's timings) from kag.core.eval.orchestrator.build
     with the backend plugin."""
-    from kag.core.eval.build import build_solution
+    from kag.core.eval.orchestrator.build import build_solution
 
     cache_dir = Path(options.cache_dir) if options.cache_dir else None
     res = build_solution(solution, backend, out_dir, cache_dir=cache_dir, timeout_s=options.timeouts.build_s,
@@ -207,9 +207,9 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
     say = progress or (lambda _phase: None)
     import tempfile
 
-    from kag.core.eval.gpu_pool import default_pool
+    from kag.core.eval.orchestrator.gpu_pool import default_pool
     from kag.core.trust.isolation import evals_root
-    from kag.core.eval.judge_process import JudgeProcess, take_judge, warm_judge_waiting
+    from kag.core.eval.orchestrator.judge_process import JudgeProcess, take_judge, warm_judge_waiting
     from kag.core import timeline
     from kag.core.trace import mark
 
@@ -246,7 +246,7 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
             if needs_build(solution):
                 say("building")
                 t0 = time.perf_counter()
-                # the compilers hold this CPU's timing slot (kag.core.eval.build): not beside a timing
+                # the compilers hold this CPU's timing slot (kag.core.eval.orchestrator.build): not beside a timing
                 with timeline.span("build", task=task.name):
                     ok, module_dir, log, notes, wait_s = build(solution, plan.backend(), tmpdir / "build", options,
                                                                getattr(pool or default_pool(), "lock_dir", None))
@@ -300,9 +300,9 @@ def evaluate(task: Task, solution: Solution, options: EvalOptions | None = None,
 
 def single_file_solution(solution: Solution, result: EvalResult) -> tuple[Solution, str | None]:
     """A KernelBench single-file solution (load_inline, no kernels/) as the kag solution it
-    stands for (kag.core.eval.single_file), noted in ``result.metadata``; others unchanged.
+    stands for (kag.core.eval.orchestrator.single_file), noted in ``result.metadata``; others unchanged.
     Returns (solution, None) or (the given solution, why it cannot be read)."""
-    from kag.core.eval.single_file import CONVERTED_FROM, SingleFileError, convert, is_single_file
+    from kag.core.eval.orchestrator.single_file import CONVERTED_FROM, SingleFileError, convert, is_single_file
 
     if not is_single_file(solution):
         return solution, None

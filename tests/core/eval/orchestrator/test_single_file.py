@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.single_file import SingleFileError, convert, is_single_file
+from kag.core.eval.orchestrator.single_file import SingleFileError, convert, is_single_file
 from kag.core.records import Solution
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "relu" / "kernelbench"
 
 KERNELBENCH_STYLE = '''

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate, guard_options
+from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate, guard_options
 from kag.core.hookspecs import hookimpl
 from kag.core.plugins import DEFAULT_PLUGINS, Plugins
 from kag.core.records import Solution, Task, Violation

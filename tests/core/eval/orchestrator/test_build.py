@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.build import BuildResult, build_solution, trim_compiler_output
+from kag.core.eval.orchestrator.build import BuildResult, build_solution, trim_compiler_output
 from kag.core.records import Solution
 from kag.core.agent.workspace import make_workspace, write_solution
 from kag.core.records import Task
@@ -298,7 +298,7 @@ def test_a_failure_the_machine_caused_is_not_remembered_for_the_next_build(tmp_p
     (another machine, a freed disk) must compile again, never read that as the solution's error."""
     import os as _os
 
-    from kag.core.eval.compile_run import RunOutcome, remember_failure, remembered_failure
+    from kag.core.eval.orchestrator.compile_run import RunOutcome, remember_failure, remembered_failure
     from kag.core.trust.integrity import SignedStore
 
     store = SignedStore(tmp_path / "failures", "failure", _os.urandom(32))

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 import torch
 
-from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
+from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate
 from kag.core.records import Solution, Task
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -168,7 +168,7 @@ def test_both_sides_get_windows_of_the_same_length_where_memory_is_tight(tmp_pat
     candidate's (it got one call where the candidate had two: +9.6% on an H100)."""
     from pathlib import Path
 
-    path = Path(__file__).parents[3] / "examples/kernelbench_sample/level1/47_Sum_reduction_over_a_dimension.py"
+    path = Path(__file__).parents[4] / "examples/kernelbench_sample/level1/47_Sum_reduction_over_a_dimension.py"
     task = Task(name="level1/47", source="kernelbench", code=path.read_text(), path=str(path))
     result = evaluate(task, Solution(model_new=textwrap.dedent('''
         import torch

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tests.conftest import run_kag
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 
 
 def test_profiling_an_untouched_workspace_analyses_the_reference(tmp_path):

@@ -1,11 +1,11 @@
-"""Deciding the backend without importing torch (kag.core.eval.gpu_pool.cuda_usable)."""
+"""Deciding the backend without importing torch (kag.core.eval.orchestrator.gpu_pool.cuda_usable)."""
 
 import subprocess
 import sys
 
 
 def test_cuda_usable_matches_torch_and_imports_nothing_heavy():
-    code = ("import sys; from kag.core.eval.gpu_pool import cuda_usable, torch_cuda_version; "
+    code = ("import sys; from kag.core.eval.orchestrator.gpu_pool import cuda_usable, torch_cuda_version; "
             "usable = cuda_usable(); version = torch_cuda_version(); "
             "print(usable, version is None, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -18,7 +18,7 @@ def test_cuda_usable_matches_torch_and_imports_nothing_heavy():
 
 
 def test_pick_backend_decides_auto_only(monkeypatch):
-    from kag.core.eval import gpu_pool
+    from kag.core.eval.orchestrator import gpu_pool
 
     monkeypatch.setattr(gpu_pool, "cuda_usable", lambda: True)
     assert gpu_pool.pick_backend("auto") == "cuda"

@@ -14,7 +14,7 @@ import attrs
 from kag.core.records import Solution, Task, Violation
 
 if TYPE_CHECKING:
-    from kag.core.eval.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
     from kag.core.plugins import Plugins
 
 
@@ -50,7 +50,7 @@ class EvalPlan:
 
     def build_violations(self, extension_path: str | None) -> list[Violation]:
         """Every guard's ``check_build`` on the built module (its imported symbols)."""
-        from kag.core.eval.guarding import RunInfo
+        from kag.core.eval.orchestrator.guarding import RunInfo
 
         if extension_path is None:
             return []
@@ -87,7 +87,7 @@ def make_guards(plugins: Plugins, names: tuple[str, ...] | list[str] | None,
 
 def resolve(options: EvalOptions, plugins: Plugins) -> EvalPlan:
     """Every plugin choice of an evaluation, made now."""
-    from kag.core.eval.evaluate import backend_device, guard_builtins, guard_options, tolerance_name
+    from kag.core.eval.orchestrator.evaluate import backend_device, guard_builtins, guard_options, tolerance_name
 
     tolerance = tolerance_name(options, plugins)
     opts = guard_options(options, plugins)

@@ -1,4 +1,4 @@
-"""torch's headers precompiled for the bindings (kag.core.eval.pch): used when the store has them,
+"""torch's headers precompiled for the bindings (kag.core.eval.orchestrator.pch): used when the store has them,
 refused when tampered with, and never what decides an object."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval import pch
-from kag.core.eval.pch import NAME, TorchPch, with_header
+from kag.core.eval.orchestrator import pch
+from kag.core.eval.orchestrator.pch import NAME, TorchPch, with_header
 
 CXX = shutil.which("c++") or shutil.which("g++")
 pytestmark = pytest.mark.skipif(CXX is None or not pch.is_gcc(CXX), reason="needs GCC")
@@ -95,11 +95,11 @@ def test_a_binding_builds_with_torchs_precompiled_header(tmp_path):
     """The real header with a real binding, from the user's store (compiled there by the first build
     that needed it, 22 s on the 2-core VM): the module builds."""
     pytest.importorskip("torch")
-    from kag.core.eval.build import build_solution
+    from kag.core.eval.orchestrator.build import build_solution
     from kag.core.records import Solution
     from kag.plugins.backends.cpu import CpuBackend
 
-    example = Path(__file__).resolve().parents[3] / "examples" / "relu" / "cpu"
+    example = Path(__file__).resolve().parents[4] / "examples" / "relu" / "cpu"
     kernels = {p.name: p.read_text() for p in (example / "kernels").iterdir() if p.is_file()}
     binding = next(n for n in kernels if n.endswith("_binding.cpp"))
     kernels[binding] += f"\n// {tmp_path.name}: a fresh object\n"

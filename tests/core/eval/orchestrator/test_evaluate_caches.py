@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from kag.core.eval.baseline_cache import BaselineCache, BaselineKey
-from kag.core.eval.evaluate import EvalOptions, evaluate
+from kag.core.eval.orchestrator.baseline_cache import BaselineCache, BaselineKey
+from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
 from kag.core.records import Solution, Task, TimingStats
-from kag.core.eval.feedback import format_eval
-from tests.core.eval.test_evaluate import HEADER, TASK_CODE
+from kag.core.eval.orchestrator.feedback import format_eval
+from tests.core.eval.orchestrator.test_evaluate import HEADER, TASK_CODE
 
 # Honest but slow (a Python loop, far slower than eager), and at import it tries to rewrite every entry
 # of baselines.json to a million milliseconds, keeping the MACs: believed, that is reward 2 from now on.

@@ -33,7 +33,7 @@ import attrs
 
 from kag.core.trust import integrity
 from kag.core.contracts import Backend  # the contract; re-exported from here for old imports
-from kag.core.eval.pch import TorchPch, with_header
+from kag.core.eval.orchestrator.pch import TorchPch, with_header
 from kag.core.records import Solution
 from kag.core.agent.workspace import BINDING_FILES, skill_dir
 
@@ -86,7 +86,7 @@ def trusted_stores(cache_dir: Path | str | None = None) -> list[str]:
     """The folders no confined process may read, whatever read rule would cover them: the cache
     (signed objects and baselines, its key) and the precompiled-header store (its own key; a header
     forged there would be compiled into every later binding unit, under keys of clean sources)."""
-    from kag.core.eval import pch
+    from kag.core.eval.orchestrator import pch
 
     stores = [str(cache_root(cache_dir))]
     if os.environ.get("KAG_PCH_DIR") != pch.OFF:
@@ -173,7 +173,7 @@ def torch_info(cache_dir: str | None = None) -> TorchInfo:
             return TorchInfo(**json.loads(data))
         except (ValueError, TypeError):
             pass
-    from kag.core.eval.timing_lock import host_work
+    from kag.core.eval.orchestrator.timing_lock import host_work
 
     with host_work():  # importing torch: seconds of CPU, not beside a timing on this CPU
         probed = _probe_torch()
@@ -241,7 +241,7 @@ def confined(cmd: list[str], workdir: Path, cache: Path, hide: Iterable[str] = (
     and signed entries) or the precompiled-header store (``trusted_stores``). It also reads kag's own
     code (the nvrtc backend's compiler is a kag module; an editable install is not under the system's
     paths), which the candidate may read too."""
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
     hidden = [part for path in hide for part in ("--hide", path)]
     protected = [part for store in trusted_stores(cache) for part in ("--protect", store)]
     return [sys.executable, "-m", "kag.core.trust.confine_exec", "--write", str(workdir), *protected,
@@ -264,9 +264,9 @@ def _run_compiler(cmd: list[str], cwd: Path, deadline: float, env: dict[str, str
                   slot: dict[str, Any]) -> Any:
     """One compiler run until the build's ``deadline``, holding the host's slot
     (``timing_lock.host_work``) for that run only, so a timing waits at most one run, never a whole
-    build (kag.core.eval.compile_run: whose fault a timeout is)."""
-    from kag.core.eval.compile_run import run
-    from kag.core.eval.timing_lock import host_work
+    build (kag.core.eval.orchestrator.compile_run: whose fault a timeout is)."""
+    from kag.core.eval.orchestrator.compile_run import run
+    from kag.core.eval.orchestrator.timing_lock import host_work
 
     from kag.core import timeline
 
@@ -329,10 +329,10 @@ def _normalise_kernels(kernels: dict[str, str]) -> dict[str, str]:
 
 def unit_inputs(rel: str, kernels: dict[str, str]) -> dict[str, str]:
     """The files of kernels/ that compiling ``rel`` may read: itself and what it ``#include``s,
-    transitively (kag.core.eval.includes). Only these are in its compile tree and its cache key, so
+    transitively (kag.core.eval.orchestrator.includes). Only these are in its compile tree and its cache key, so
     the key covers everything the compile can read from the solution, and an edit of a file the
     unit does not include (named in a comment, say) does not recompile it."""
-    from kag.core.eval.includes import unit_inputs as included
+    from kag.core.eval.orchestrator.includes import unit_inputs as included
 
     return included(rel, kernels)
 
@@ -411,7 +411,7 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
             units.append(_Unit(f"kernels/{rel}", backend.source_kind(f"kernels/{rel}"), unit_inputs(rel, kernels)))
     for unit in units:
         unit.command = backend.compile_command(unit.kind, unit.rel, "{obj}")
-        if unit.kind == "binding" and _against_torch(unit.command):  # torch's headers precompiled (kag.core.eval.pch)
+        if unit.kind == "binding" and _against_torch(unit.command):  # torch's headers precompiled (kag.core.eval.orchestrator.pch)
             unit.command = with_header(unit.command)
         unit.key = _key(toolchain, unit.kind, "\0".join(unit.command), *fixed.values(),
                         *[f"{rel}\0{text}" for rel, text in unit.inputs.items()])
@@ -451,14 +451,14 @@ def _build(solution: Solution, backend: Backend, out_dir: Path, module_path: Pat
     from kag.core import timeline
 
     lane = timeline.lane()  # the pool's threads draw in the caller's lane
-    from kag.core.eval.timing_lock import host_work
+    from kag.core.eval.orchestrator.timing_lock import host_work
 
     pch = TorchPch(out_dir, lambda cmd, cwd: _run_compiler(
         confined(cmd, out_dir, cache, hide), cwd, deadline, tool_env(out_dir), lock_dir, slot),
         host=lambda: host_work(lock_dir, deadline - time.monotonic()))
 
     def compile_one(index: int, unit: _Unit) -> tuple[_Unit, Any]:
-        from kag.core.eval.compile_run import RunOutcome, one_compile, remember_failure, remembered_failure
+        from kag.core.eval.orchestrator.compile_run import RunOutcome, one_compile, remember_failure, remembered_failure
 
         obj = staged / unit.obj
         with timeline.in_lane(lane), one_compile(cache, unit.obj, deadline) as mine:

@@ -1,4 +1,4 @@
-"""The machine-wide timing slot (kag.core.eval.timing_lock), across real processes, and the load
+"""The machine-wide timing slot (kag.core.eval.orchestrator.timing_lock), across real processes, and the load
 meter that says under which conditions a timing was taken."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.timing_lock import LoadMeter, TimingConditions, TimingSlot, differ
+from kag.core.eval.orchestrator.timing_lock import LoadMeter, TimingConditions, TimingSlot, differ
 
 HOLD = """
 import json, sys, time
-from kag.core.eval.timing_lock import TimingSlot
+from kag.core.eval.orchestrator.timing_lock import TimingSlot
 mode, name, hold, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 slot = TimingSlot("cpu", sys.argv[5])
 asked = time.time()
@@ -31,7 +31,7 @@ with open(out, "a") as f:
 
 
 def spawn(tmp_path: Path, mode: str, name: str, hold: float) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[4])}
     return subprocess.Popen([sys.executable, "-c", HOLD, mode, name, str(hold), str(tmp_path / "log.jsonl"),
                              str(tmp_path / "locks")], env=env)
 
@@ -177,7 +177,7 @@ def test_the_candidate_cannot_open_the_timing_slots(tmp_path):
 
 
 def test_builds_leave_one_core_per_gpu_to_the_timings():
-    from kag.core.eval.timing_lock import build_cores
+    from kag.core.eval.orchestrator.timing_lock import build_cores
 
     assert build_cores(list(range(16)), 2) == set(range(14))
     assert build_cores(list(range(32)), 2) == set(range(30))
@@ -186,7 +186,7 @@ def test_builds_leave_one_core_per_gpu_to_the_timings():
 
 
 def test_build_cores_can_be_chosen_or_left_unrestricted(monkeypatch, capsys):
-    from kag.core.eval import timing_lock
+    from kag.core.eval.orchestrator import timing_lock
 
     cores = list(range(16))  # a 16-core host with one GPU: the default keeps core 15 off builds
     monkeypatch.setattr(timing_lock.os, "sched_getaffinity", lambda pid: set(cores))
@@ -217,7 +217,7 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_p
     import os
     import sys
 
-    from kag.core.eval import compile_run, timing_lock
+    from kag.core.eval.orchestrator import compile_run, timing_lock
 
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
@@ -241,7 +241,7 @@ def test_a_compiler_and_the_processes_it_starts_run_on_the_build_cores_at_idle_p
 def test_every_build_waits_for_a_timing_on_this_cpu_kag_build_included(tmp_path):
     """Not only an evaluation's build: `kag build` (and an agent's compile tool, which calls the same
     build) must not run its compilers beside a timing (8 of them flipped a CPU verdict to reward 3)."""
-    repo = Path(__file__).resolve().parents[3]
+    repo = Path(__file__).resolve().parents[4]
     env = {**os.environ, "PYTHONPATH": str(repo), "KAG_LOCK_DIR": str(tmp_path / "locks"),
            "KAG_CACHE_DIR": str(tmp_path / "cache")}
 
@@ -279,7 +279,7 @@ def test_a_timeout_is_the_solutions_only_when_its_compiler_had_the_cpu(tmp_path)
     starved (the evaluator's)."""
     import sys
 
-    from kag.core.eval.compile_run import run
+    from kag.core.eval.orchestrator.compile_run import run
 
     busy = run([sys.executable, "-c", "while True: pass"], tmp_path, time.monotonic() + 1.5, idle=False)
     assert busy.timed_out and not busy.starved and busy.cpu_s > 1.0, busy
@@ -294,12 +294,12 @@ def test_the_suite_never_waits_for_another_users_timing(tmp_path):
     evaluations use a lock folder of their own (tests/conftest.py) and do not wait for it."""
     import tempfile
 
-    from kag.core.eval.timing_lock import lock_dir
+    from kag.core.eval.orchestrator.timing_lock import lock_dir
 
     default = Path(tempfile.gettempdir()) / "kag-locks"
     assert lock_dir() != default and os.environ["KAG_LOCK_DIR"]
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from kag.core.eval.timing_lock import TimingSlot\n"
+        "import sys, time; from kag.core.eval.orchestrator.timing_lock import TimingSlot\n"
         f"with TimingSlot('cpu', {str(default)!r}).exclusive(timeout_s=60) as s:\n"
         "    print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True,
         env={k: v for k, v in os.environ.items() if k != "KAG_LOCK_DIR"})

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.evaluate import EvalOptions, evaluate
-from kag.core.eval.gpu_pool import DeviceSlot
+from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
+from kag.core.eval.orchestrator.gpu_pool import DeviceSlot
 
-from tests.core.eval.test_evaluate import LOOP, NO_GUARDS, TASK_CODE  # noqa: F401 - the same tiny task
+from tests.core.eval.orchestrator.test_evaluate import LOOP, NO_GUARDS, TASK_CODE  # noqa: F401 - the same tiny task
 from kag.core.records import Task
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 class UnlockedPool:

@@ -16,7 +16,7 @@ costs seconds to minutes. Every reward reuses a cached timing, so an entry is
   times; if none agree, the lowest median serves this evaluation only (load only ever adds time,
   so it is the closest to the truth and the least generous to the candidate);
 - written only when it was timed on a quiet machine: with the device's timing slot held and little
-  other work on the CPUs (kag.core.eval.timing_lock). Steady timings under steady load agree with
+  other work on the CPUs (kag.core.eval.orchestrator.timing_lock). Steady timings under steady load agree with
   each other (eager ReLU measured at 19.9 ms instead of 0.75 ms with 7 other evaluations starting),
   and a cached one would serve every later evaluation.
 
@@ -46,7 +46,7 @@ FORMAT = 2  # entries of format 1 (bare TimingStats, unsigned) are ignored
 
 def default_cache_dir() -> Path:
     """The same root as the build cache (``$KAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/kag``)."""
-    from kag.core.eval.build import cache_root
+    from kag.core.eval.orchestrator.build import cache_root
 
     return cache_root()
 
@@ -211,7 +211,7 @@ class BaselineCache:
                attempts: int = ATTEMPTS, conditions: Callable[[], Any] | None = None) -> BaselineOutcome:
         """The cached timing of ``key`` if one verifies (and ``use_cache``), else ``measure()``
         until ``AGREEING`` settled timings agree (at most ``attempts`` times), caching that one unless
-        ``conditions()`` (a kag.core.eval.timing_lock.TimingConditions of the timings) says it was
+        ``conditions()`` (a kag.core.eval.orchestrator.timing_lock.TimingConditions of the timings) says it was
         timed under load.
 
         ``info`` is what the judge reports in ``report["baseline_cache"][name]``:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.build import BuildResult, build_solution, tool_version, unit_inputs
+from kag.core.eval.orchestrator.build import BuildResult, build_solution, tool_version, unit_inputs
 from kag.core.records import Solution
 
 CXX = os.environ.get("CXX", "c++")
@@ -272,7 +272,7 @@ def test_compile_errors_never_quote_a_host_file(cache: Path, tmp_path: Path) -> 
 @pytest.mark.slow
 def test_cpu_backend_rebuilds_a_tampered_binding_object(cache: Path, tmp_path: Path) -> None:
     from kag.plugins.backends.cpu import CpuBackend
-    from tests.core.eval.test_build import LEAKY_CPP, call_relu, relu_solution
+    from tests.core.eval.orchestrator.test_build import LEAKY_CPP, call_relu, relu_solution
 
     first = build_solution(relu_solution(), CpuBackend(), tmp_path / "a", cache_dir=cache)
     assert first.ok, first.log

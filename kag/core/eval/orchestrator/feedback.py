@@ -31,7 +31,7 @@ def _age(seconds: float) -> str:
 
 def describe_baseline(info: Any) -> str:
     """Where a baseline's time came from, from ``report["baseline_cache"][name]``
-    (kag.core.eval.baseline_cache.BaselineCache.obtain): "cached 3 h ago, 100 runs" or "timed now"."""
+    (kag.core.eval.orchestrator.baseline_cache.BaselineCache.obtain): "cached 3 h ago, 100 runs" or "timed now"."""
     if not isinstance(info, dict):  # results written before the cache recorded its sources
         return "cached" if info == "hit" else "timed now"
     runs = f"{info.get('runs')} runs"

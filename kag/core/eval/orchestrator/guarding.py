@@ -292,7 +292,7 @@ _WATCHED = (
 )
 _WATCHED_MODULES = ("torch", "torch.cuda", "torch.nn", "torch.nn.functional", "time", "builtins", "sys",
                     "os", "pickle", "multiprocessing", "multiprocessing.connection", "kag", "kag.core",
-                    "kag.core.eval.guarding", "kag.core.eval.candidate", "kag.core.eval.timing", "kag.core.eval.channel")
+                    "kag.core.eval.orchestrator.guarding", "kag.core.eval.candidate", "kag.core.eval.timing", "kag.core.eval.channel")
 
 
 def _lookup(path: str) -> Any:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.baseline_cache import (AGREE_LIMIT, ATTEMPTS, MEDIAN_ERROR_LIMIT, BaselineCache, BaselineKey,
+from kag.core.eval.orchestrator.baseline_cache import (AGREE_LIMIT, ATTEMPTS, MEDIAN_ERROR_LIMIT, BaselineCache, BaselineKey,
                                          agree, median_error_ms, settled)
 from kag.core.records import EvalResult, TimingStats
-from kag.core.eval.feedback import describe_baseline, format_eval
+from kag.core.eval.orchestrator.feedback import describe_baseline, format_eval
 
 KEY = BaselineKey("taskhash", "AMD EPYC/2t", "2.13.0+cpu", "compile", "default", 100)
 OTHER = BaselineKey("slowtask", "AMD EPYC/2t", "2.13.0+cpu", "compile", "default", 100)
@@ -105,7 +105,7 @@ def test_obtain_caches_once_two_settled_timings_agree(tmp_path: Path) -> None:
 def test_a_steady_timing_under_load_is_used_once_and_never_cached(tmp_path: Path) -> None:
     """Under load: eager ReLU timed while 7 other evaluations started took 19.9 ms instead of 0.75 ms,
     steadily; cached, it served every later evaluation of the task."""
-    from kag.core.eval.timing_lock import TimingConditions
+    from kag.core.eval.orchestrator.timing_lock import TimingConditions
 
     loaded = TimingConditions(slot="cpu", locked=True, cpus=2, others_cpus=1.7, loadavg_1m=7.9)
     got = BaselineCache(tmp_path).obtain(KEY, measurer(stats(19.9), stats(19.8)), conditions=lambda: loaded)

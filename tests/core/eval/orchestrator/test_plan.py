@@ -1,11 +1,11 @@
-"""An evaluation's plugin choices, resolved once before it starts (kag.core.eval.plan)."""
+"""An evaluation's plugin choices, resolved once before it starts (kag.core.eval.orchestrator.plan)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kag.core.eval.evaluate import EvalOptions, evaluate
-from kag.core.eval.plan import resolve
+from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
+from kag.core.eval.orchestrator.plan import resolve
 from kag.core.plugins import PluginError, Plugins
 from kag.core.records import Solution, Task
 
