@@ -46,7 +46,7 @@ def print_timeline(title: str, stderr: str, result: dict) -> None:
 def score_through_server(repo: Path, env: dict, cases: list, backend: str = "cuda") -> list[dict]:
     """Start `kag serve`, wait until a judge is warm, then time `kag score --server` (a fresh CLI
     process each time, as a user runs it) twice per case; the second run of the first case traced."""
-    from kag.core.eval.server import ping
+    from kag.core.eval.serve.server import ping
 
     sock = Path(tempfile.mkdtemp(prefix="kag-srv-")) / "eval.sock"
     server_env = dict(env, KAG_TRACE="1")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from kag.core.eval.http_server import request_json  # noqa: E402 - after the checkout is on the path
+from kag.core.eval.serve.http_server import request_json  # noqa: E402 - after the checkout is on the path
 EXAMPLES = REPO / "examples"
 GPU_DEFAULT = ["diag_matmul", "gemm_divide_sum_scaling", "sum_reduction", "relu"]
 

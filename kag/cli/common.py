@@ -10,7 +10,7 @@ import click
 
 from kag.core.agent.policy import PolicyError
 from kag.core.config import Config, ConfigError, load_config, parse_value
-from kag.core.eval.server import ServerError
+from kag.core.eval.serve.server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
 from kag.core.records import JsonlError
 from kag.core.tasks import TaskError

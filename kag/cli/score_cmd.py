@@ -158,7 +158,7 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
             return 0
     with progress_status(quiet, f"kag {mode}: {task.name}") as say:
         if server:
-            from kag.core.eval.server import evaluate_remote
+            from kag.core.eval.serve.server import evaluate_remote
 
             say(f"kag {mode}: {task.name}: evaluating on the server {server}")
             result = evaluate_remote(server, task, solution, options, plugins)

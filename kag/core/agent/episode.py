@@ -82,7 +82,7 @@ class EpisodeEvaluator:
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
         self.lane = timeline.lane()  # the bridge's thread answers in the episode's lane of the timeline
-        from kag.core.eval.remote import ExecutorEvaluations
+        from kag.core.eval.serve.remote import ExecutorEvaluations
 
         remote = isinstance(sandbox, SandboxEvaluator) or isinstance(pool, ExecutorEvaluations)
         if options.backend != "cpu" and not remote:

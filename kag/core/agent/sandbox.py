@@ -52,10 +52,10 @@ class CommandResult:
 def evaluate_with(handle: Any, task: Task, solution: Solution, options: EvalOptions,
                   plugins: Plugins, pool: Any = None) -> EvalResult:
     """The verdict from the handle's own evaluator when it has one, else from an executor's workers
-    when ``pool`` is one's (kag.core.eval.remote.ExecutorEvaluations), else from the local one."""
+    when ``pool`` is one's (kag.core.eval.serve.remote.ExecutorEvaluations), else from the local one."""
     if isinstance(handle, SandboxEvaluator):
         return handle.evaluate(task, solution, options, plugins, pool=pool)
-    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.eval.serve.remote import ExecutorEvaluations
 
     if isinstance(pool, ExecutorEvaluations):
         return pool.evaluate(task, solution, options)

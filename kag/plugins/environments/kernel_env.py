@@ -111,7 +111,7 @@ class KernelEnvBase:
                  num_timed: int = 20, warmup: int = 3, tolerance: str | None = None, reward: str | None = None,
                  plugins: Any = None, pool: Any = None, tasks: dict[str, Task] | None = None):
         """``pool``: where evaluations run (None: this machine's GPU pool; an RL stage with an
-        executor passes its kag.core.eval.remote.ExecutorEvaluations). ``tasks``: already read by a
+        executor passes its kag.core.eval.serve.remote.ExecutorEvaluations). ``tasks``: already read by a
         subclass (then ``dataset`` is not used)."""
         from kag.plugin import EvalOptions
         from kag.plugin import Plugins

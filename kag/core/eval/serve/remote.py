@@ -14,7 +14,7 @@ from typing import Any
 
 from kag.core.executor import RESTART_WORKER, Job
 
-EVALUATION_FN = "kag.core.eval.remote:evaluation"
+EVALUATION_FN = "kag.core.eval.serve.remote:evaluation"
 
 
 def evaluation_job(key: str, task: Any, solution: Any, options: Any, selection: dict[str, list[str]]) -> Job:

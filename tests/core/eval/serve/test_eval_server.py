@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kag.core.eval.server import EvalServer, ServerError, evaluate_remote, ping
+from kag.core.eval.serve.server import EvalServer, ServerError, evaluate_remote, ping
 from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts
 from kag.core.plugins import Plugins
 from tests.conftest import REPO, run_kag

@@ -11,7 +11,7 @@ Endpoints (JSON in, JSON out):
   ``speedup_vs_eager``, ``speedup_vs_compile`` (0 when not timed) and ``error_<kind>`` (1 or 0)
   for each kind of failure: parse, build, guard, mismatch, timeout, crash, cuda_error, oom,
   exception. A label names the task: a dataset id such as ``kernelbench:level1/19`` or a task file
-  under a ``--task-root`` (kag.core.eval.task_labels; nothing else on the server is read).
+  under a ``--task-root`` (kag.core.eval.serve.task_labels; nothing else on the server is read).
 - ``POST /evaluate``: kag's own JSON, the socket protocol's request (``{"task": Task or label,
   "solution": {"model_new": ..., "kernels": {...}}, "options": EvalOptions, "plugins": {...}}``)
   -> ``{"result": EvalResult}``; ``{"batch": [request, ...]}`` -> ``{"results": [...]}``.
@@ -51,7 +51,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from kag.core.eval.orchestrator.evaluate import ERROR_KINDS
-from kag.core.eval.server import MAX_REQUEST, ServerError
+from kag.core.eval.serve.server import MAX_REQUEST, ServerError
 
 TOKEN_ENV = "KAG_SERVE_TOKEN"
 PARSE_ERROR = "parse"

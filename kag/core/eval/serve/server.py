@@ -7,7 +7,7 @@ and a GPU pool, as the paper's evaluation service does for its agents; ``kag sco
 ``EvalResult`` back. Every evaluation still gets a fresh judge and a fresh candidate process: only
 the interpreter start-up is done in advance, never anything that has seen solution code.
 
-Protocol (kag.core.eval.jsonsocket, one JSON object per line): ``{"op": "ping"}`` ->
+Protocol (kag.core.eval.serve.jsonsocket, one JSON object per line): ``{"op": "ping"}`` ->
 ``{"ok": true, ...}``; ``{"op": "evaluate", "task": Task, "solution": Solution, "options":
 EvalOptions, "plugins": {kind: [names]}}`` -> ``{"result": EvalResult}``; a request the server
 cannot take -> ``{"error": "..."}``.
@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from kag import __version__
-from kag.core.eval.jsonsocket import JsonLineServer, json_request
+from kag.core.eval.serve.jsonsocket import JsonLineServer, json_request
 
 ENV_VAR = "KAG_EVAL_SERVER"
 MAX_REQUEST = 32 << 20  # a solution's files and the task's code

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.http_server import request_json
+from kag.core.eval.serve.http_server import request_json
 from tests.conftest import KERNELBENCH, REPO, run_kag
 
 RELU = REPO / "examples" / "relu" / "cpu"
