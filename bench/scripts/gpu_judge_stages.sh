@@ -84,7 +84,7 @@ EOF
     gputests)
       step "GPU test files"
       timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
-        tests/plugins/backends/test_cuda.py tests/core/eval/test_judge_timing.py tests/core/eval/test_windows.py 2>&1 \
+        tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
@@ -128,7 +128,7 @@ EOF
       timeout 300 python3 bench/scripts/gpu_probe_compile_spread.py --out "$OUT" 2>&1 | tee "$OUT/compileprobe.log" | cut -c1-400 ;;
     shortend)
       step "a short window's end, untimed: protocol tests and the padded-end cases"
-      timeout "${SHORT_TIMEOUT:-300}" python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_windows.py \
+      timeout "${SHORT_TIMEOUT:-300}" python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/judge/test_windows.py \
         tests/adversarial/test_gpu_cases.py 2>&1 | tee "$OUT/shortend.log" | tail -15 ;;
     oldtree)
       step "the padded-end cases on the code before ($OLD_TREE)"

@@ -3,7 +3,7 @@
 The judge forks this process, confines it (kag.core.trust.confine: no capabilities, Landlock, seccomp,
 its own PID and network namespaces where the machine allows) and drives it. Nothing it says is
 believed: it never sees reference outputs or the seed, it never times itself for the verdict (the
-judge's clock does, kag.core.eval.judge_timing), and the judge stops it (SIGSTOP) whenever it is not
+judge's clock does, kag.core.eval.judge.judge_timing), and the judge stops it (SIGSTOP) whenever it is not
 inside a window the judge measures. What it reports (outputs, observations) is checked or used
 only as a policy signal. On a GPU, before any solution code exists here, PyTorch's own CUDA kernels
 are made unloadable (kag.core.trust.fatbin_wall): a fallback to them fails, whoever calls them.
@@ -23,7 +23,7 @@ word, then where its outputs are) or, for messages, on the control channel:
   nothing tells them apart.
 - ``OP_END``: synchronise the device and ring done with where the window's outputs are. The judge
   rings a short window's end only after it stopped the child at the last call's answer and took the
-  window's time (kag.core.eval.candidate_process ``window``): the end is where a window's size shows.
+  window's time (kag.core.eval.judge.candidate_process ``window``): the end is where a window's size shows.
 On a GPU machine the calls after a window's first, and its end, are rung through a word of memory
 shared with the judge (the ``bell``), which both sides poll: a pipe's round trip (10-20 us) made a
 20 us kernel's call CPU-bound. The end's answer, with its tail, goes through the pipe.

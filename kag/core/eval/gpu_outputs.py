@@ -190,7 +190,7 @@ class SegmentReader:
         those elements: a re-check of a large output costs the gap a gather, not a copy."""
         import torch
 
-        from kag.core.eval.output_samples import element_offsets
+        from kag.core.eval.judge.output_samples import element_offsets
 
         found = self._bytes(entry, like)
         if isinstance(found, str):

@@ -13,7 +13,7 @@ that launched nothing.
 
 ``Observations`` is plain data; the judge's guard plugins read it (``check_observations``). It is
 a report from an untrusted process: a policy signal, not a measurement. Timing and correctness
-never depend on it (kag.core.eval.judge_timing, kag.core.eval.compare).
+never depend on it (kag.core.eval.judge.judge_timing, kag.core.eval.judge.compare).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ What makes hidden work pointless at run time is the judge, not this guard: the c
 stopped (SIGSTOP) whenever it is outside a window the judge measures, so no thread of it can work
 between windows; on a GPU the window lasts until a probe kernel of the judge's finds the GPU idle,
 so work left queued on any stream is timed; single-call windows bound what overlapping calls can
-buy (kag.core.eval.judge_timing.WindowTiming.floor_s); seccomp refuses to create processes; outputs
+buy (kag.core.eval.judge.judge_timing.WindowTiming.floor_s); seccomp refuses to create processes; outputs
 cross to the judge only as exact ``torch.Tensor`` (the channel refuses subclasses and lazy wrappers).
 """
 

@@ -36,7 +36,7 @@ def _analyse(code: str, device: str, compile_mode: str, iters: int) -> dict[str,
 
     from kag.core.tasks import load_module
     from kag.core.eval.observe import quiet_stderr
-    from kag.core.eval.timing import Clock
+    from kag.core.eval.judge.timing import Clock
 
     ns = load_module(code, "model.py")
     torch.manual_seed(42)

@@ -1,9 +1,9 @@
 """Trusted evaluation of one solution for one task: guards -> build -> judge -> reward.
 
 This process (``kag score`` or a pool worker) orchestrates and never imports the solution. The
-judge (``kag.core.eval.judge``) is a fresh process with a minimal environment that times the baselines,
+judge (``kag.core.eval.judge.judge``) is a fresh process with a minimal environment that times the baselines,
 then drives a confined candidate process (``kag.core.trust.isolation``): checks on secret inputs
-compared in the judge, calls timed on the judge's clock (``kag.core.eval.judge_timing``). Both die when
+compared in the judge, calls timed on the judge's clock (``kag.core.eval.judge.judge_timing``). Both die when
 the evaluation ends, so a crash, hang or CUDA error in one evaluation cannot affect the next. The
 verdict is an ``EvalResult``; every failure has an ``error_kind``: build, guard, timeout, crash,
 cuda_error, oom, mismatch or exception.

@@ -10,7 +10,7 @@ to all of them. The Protocols (``Guard``, ``StaticGuard``, ``ObservationGuard``)
 kag.core.contracts.
 
 Guards are feedback and policy (no PyTorch compute, kernels of one's own), never what the verdict's
-integrity rests on: timing is the judge's clock (kag.core.eval.judge_timing), correctness is the judge's
+integrity rests on: timing is the judge's clock (kag.core.eval.judge.judge_timing), correctness is the judge's
 comparison on inputs the candidate cannot predict, and confinement (kag.core.trust.confine) keeps the
 candidate away from the judge and the host. A verdict holds with every guard switched off.
 """
@@ -292,7 +292,7 @@ _WATCHED = (
 )
 _WATCHED_MODULES = ("torch", "torch.cuda", "torch.nn", "torch.nn.functional", "time", "builtins", "sys",
                     "os", "pickle", "multiprocessing", "multiprocessing.connection", "kag", "kag.core",
-                    "kag.core.eval.orchestrator.guarding", "kag.core.eval.candidate", "kag.core.eval.timing", "kag.core.eval.channel")
+                    "kag.core.eval.orchestrator.guarding", "kag.core.eval.candidate", "kag.core.eval.judge.timing", "kag.core.eval.channel")
 
 
 def _lookup(path: str) -> Any:

@@ -100,7 +100,7 @@ class JudgeProcess:
         # judge started as a Ctrl-C ends the command would otherwise outlive it)
         code = ("import ctypes, os, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 f"ctypes.CDLL(None).prctl(1, signal.SIGKILL); os.getppid() == {os.getpid()} or os._exit(0); "
-                f"from kag.core.eval.judge import judge_entry; judge_entry({theirs.fileno()})")
+                f"from kag.core.eval.judge.judge import judge_entry; judge_entry({theirs.fileno()})")
         env = judge_environment()
         self.tag = env[scratch.TAG_ENV] = secrets.token_hex(6)  # its scratch folders' names carry it
         scratch.remember_tagged(self.tag, [tempfile.gettempdir(), socket_safe_tempdir() or tempfile.gettempdir()])

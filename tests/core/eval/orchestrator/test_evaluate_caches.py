@@ -43,8 +43,8 @@ except OSError as exc:
 def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tmp_path) -> None:
     import torch
 
-    from kag.core.eval.judge import BASELINE_METHOD
-    from kag.core.eval.timing import device_info
+    from kag.core.eval.judge.judge import BASELINE_METHOD
+    from kag.core.eval.judge.timing import device_info
 
     (tmp_path / "model.py").write_text(TASK_CODE)
     task = Task(name="relu_scale", source="file", code=TASK_CODE, path=str(tmp_path / "model.py"))

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from kag.core.eval.channel import RefusedObject, dumps, restricted_loads
-from kag.core.eval.compare import compare_outputs
+from kag.core.eval.judge.compare import compare_outputs
 from kag.core.plugins import Plugins
-from kag.core.eval.timing import Clock, summarize
+from kag.core.eval.judge.timing import Clock, summarize
 
 LOOSE = lambda dtype: (1e-2, 1e-2)  # noqa: E731
 
@@ -144,7 +144,7 @@ def test_clock_is_immune_to_later_monkey_patching(monkeypatch):
 
 
 def test_the_fast_pass_never_accepts_what_the_exact_comparison_rejects():
-    from kag.core.eval.compare import _all_close_fast, _outside
+    from kag.core.eval.judge.compare import _all_close_fast, _outside
 
     gen = torch.Generator().manual_seed(0)
     for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):

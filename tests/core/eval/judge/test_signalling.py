@@ -1,6 +1,6 @@
-"""The judge's side of its signalling with a child (kag.core.eval.candidate_process), driven directly:
+"""The judge's side of its signalling with a child (kag.core.eval.judge.candidate_process), driven directly:
 an answer must echo the call it answers and stay bounded, and a stopped child runs nothing until it is
-resumed. The whole window protocol runs in tests/core/eval/test_windows.py."""
+resumed. The whole window protocol runs in tests/core/eval/judge/test_windows.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from kag.core.eval.candidate import COUNT, OP_CALL, OP_END, pack
-from kag.core.eval.candidate_process import MAX_TAIL_BYTES, CandidateFailure, CandidateProcess
+from kag.core.eval.judge.candidate_process import MAX_TAIL_BYTES, CandidateFailure, CandidateProcess
 
 
 @pytest.fixture

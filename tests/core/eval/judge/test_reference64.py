@@ -1,10 +1,10 @@
-"""Near misses settled against a float64 reference (kag.core.eval.reference64), end to end on the CPU."""
+"""Near misses settled against a float64 reference (kag.core.eval.judge.reference64), end to end on the CPU."""
 
 import textwrap
 
 import pytest
 
-from kag.core.eval.compare import compare_outputs
+from kag.core.eval.judge.compare import compare_outputs
 from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate
 from kag.core.records import Solution, Task
 

@@ -1,7 +1,7 @@
 """Re-checks of large GPU outputs on a secret sample of their elements, compared after the timing.
 
 Trusted side. A timed call's re-check must cost the gap after its window the same whether or not it
-was chosen (kag.core.eval.judge_calls pads every gap to one length). Where the re-checked outputs fit
+was chosen (kag.core.eval.judge.judge_calls pads every gap to one length). Where the re-checked outputs fit
 the judge's memory they are copied whole and compared after the last window. Where they do not (a
 6.4 GB ReLU output), comparing each one in the gap made every gap as long as a reference run and a
 full comparison, 0.2 s, and a timing of 160 windows took 35 s. Here such an output is read only at a
@@ -60,7 +60,7 @@ class SamplePlan:
     def pick(self, tree: Any) -> Any:
         """``tree`` (the judge's own tensors, shaped as the reference's) at the plan's positions."""
         from kag.core.eval.orchestrator.guarding import iter_tensors
-        from kag.core.eval.judge_inputs import replace_tensors
+        from kag.core.eval.judge.judge_inputs import replace_tensors
 
         picked = [t.reshape(-1)[p] if p is not None else t.reshape(-1) for t, p in
                   zip(iter_tensors(tree), self.positions)]
@@ -70,8 +70,8 @@ class SamplePlan:
 def verify_sampled(judge: Any, plan: SamplePlan, out: Any, seed: int, where: str) -> Any:
     """``out`` (sampled values) against the reference on the inputs of ``seed`` at the same
     positions: the mismatch, None when right. A near miss is settled against the float64
-    reference at those positions, as a whole comparison's is (kag.core.eval.reference64)."""
-    from kag.core.eval.compare import compare_outputs
+    reference at those positions, as a whole comparison's is (kag.core.eval.judge.reference64)."""
+    from kag.core.eval.judge.compare import compare_outputs
 
     if isinstance(out, str):
         return out

@@ -1,4 +1,4 @@
-"""Re-checks on a secret sample of a large output's elements (kag.core.eval.output_samples)."""
+"""Re-checks on a secret sample of a large output's elements (kag.core.eval.judge.output_samples)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import attrs
 import torch
 
-from kag.core.eval.output_samples import SamplePlan, element_offsets, verify_sampled
-from kag.core.eval.reference64 import Float64Reference
+from kag.core.eval.judge.output_samples import SamplePlan, element_offsets, verify_sampled
+from kag.core.eval.judge.reference64 import Float64Reference
 from kag.core.plugins import Plugins
 
 

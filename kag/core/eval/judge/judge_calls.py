@@ -1,9 +1,9 @@
 """The judge's side of every call of its candidate: the hand-over calibration, the checks, the
 timed windows with their secret re-checks, and what the guards make of the observed calls.
 
-Trusted side. A mixin of ``kag.core.eval.judge.Judge`` (it uses the judge's reference, inputs, clock
-and report); the candidate is driven through ``kag.core.eval.candidate_process.CandidateProcess``,
-the windows by ``kag.core.eval.judge_windows`` and their arithmetic by ``kag.core.eval.judge_timing``.
+Trusted side. A mixin of ``kag.core.eval.judge.judge.Judge`` (it uses the judge's reference, inputs, clock
+and report); the candidate is driven through ``kag.core.eval.judge.candidate_process.CandidateProcess``,
+the windows by ``kag.core.eval.judge.judge_windows`` and their arithmetic by ``kag.core.eval.judge.judge_timing``.
 
 The order of a candidate's life: its profiler starts (kernel records on for every call from here to
 the last), output hand-overs are calibrated, model_new.py is imported; then one window of
@@ -13,7 +13,7 @@ windows. After every window each of its calls is compared with a secret probabil
 (independent per call, so no count of checks is ever used up), and the gap before the next window
 is padded to one length. A compared output is copied out while the candidate is stopped and
 compared after the last window; one too large to keep a dozen of (on a GPU) is read at secret
-positions only (kag.core.eval.output_samples), so the padded gap costs a gather, not a reference run.
+positions only (kag.core.eval.judge.output_samples), so the padded gap costs a gather, not a reference run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from kag.core.eval.candidate_process import CandidateProcess
+from kag.core.eval.judge.candidate_process import CandidateProcess
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import to_dict
 from kag.core.trace import mark
@@ -55,7 +55,7 @@ def tree_bytes(obj: Any) -> int:
 
 def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | None:
     """The median of ``xs`` (seconds, unless ``scale`` says otherwise) for the report, None if empty."""
-    from kag.core.eval.judge_timing import median
+    from kag.core.eval.judge.judge_timing import median
 
     return round(median(xs) * scale, digits) if xs else None
 
@@ -175,12 +175,12 @@ class CandidateCalls:
         candidate's memory where the window's end said it is (CPU: its address space; GPU: its
         allocations, mapped here), so nothing it does after answering can change it and no work can
         be put off until an output is asked for. ``sampled`` (GPU): only the values at the secret
-        positions of ``self.sample_plan`` (kag.core.eval.output_samples). A string says why it
+        positions of ``self.sample_plan`` (kag.core.eval.judge.output_samples). A string says why it
         could not be read."""
         import torch
 
         from kag.core.eval.orchestrator.guarding import iter_tensors
-        from kag.core.eval.judge_inputs import replace_tensors
+        from kag.core.eval.judge.judge_inputs import replace_tensors
 
         template = self.reference_output
         tensors = list(iter_tensors(template))
@@ -309,7 +309,7 @@ class CandidateCalls:
     def budget_bytes(self, staged: int = 0) -> int:
         """The bytes a window's sets and outputs may take: on a GPU a share of the free memory plus
         ``staged`` (what the sets already allocated for it hold: they are part of the window)."""
-        from kag.core.eval.judge_timing import GPU_FREE_SHARE, GPU_INPUT_BUDGET_BYTES, INPUT_BUDGET_BYTES
+        from kag.core.eval.judge.judge_timing import GPU_FREE_SHARE, GPU_INPUT_BUDGET_BYTES, INPUT_BUDGET_BYTES
 
         if not self.cuda:
             return INPUT_BUDGET_BYTES
@@ -337,16 +337,16 @@ class CandidateCalls:
             return self.window_budget()
         import torch
 
-        from kag.core.eval.judge_timing import GPU_RESERVE_BYTES
+        from kag.core.eval.judge.judge_timing import GPU_RESERVE_BYTES
 
         free, _total = torch.cuda.mem_get_info()
         return int(max(0, free - GPU_RESERVE_BYTES) + staged)
 
     def window_calls(self, proc: CandidateProcess, sets: list[list[Any]], per_call_s: float,
                      timeout_s: float) -> int:
-        """How many calls a window of ``proc`` holds (kag.core.eval.judge_timing.choose_calls, within
+        """How many calls a window of ``proc`` holds (kag.core.eval.judge.judge_timing.choose_calls, within
         ``window_budget``), its input sets allocated."""
-        from kag.core.eval.judge_timing import choose_calls
+        from kag.core.eval.judge.judge_timing import choose_calls
 
         per_call_bytes = tree_bytes(self.local) + tree_bytes(self.reference_output)
         calls = choose_calls(per_call_s, per_call_bytes, self.window_budget(), self.cuda)
@@ -368,7 +368,7 @@ class CandidateCalls:
         windows. On the CPU a window holds one call (judge_timing.estimate_plan); on a GPU rounds of
         ``sizing_plan`` windows, each sized from the last's upper bound of a call
         (judge_timing.upper_per_call_s), until a round asks for no more calls."""
-        from kag.core.eval.judge_timing import (SIZING_GROWTH, SIZING_ROUNDS, estimate_plan, sizing_plan,
+        from kag.core.eval.judge.judge_timing import (SIZING_GROWTH, SIZING_ROUNDS, estimate_plan, sizing_plan,
                                                 upper_per_call_s, warm_per_call_s)
 
         load_s = self.spec.timeouts.load_s
@@ -393,9 +393,9 @@ class CandidateCalls:
     def timed_windows(self, cand: CandidateProcess, resized: int = 0, counter: list[int] | None = None) -> bool:
         """Size the windows (``sized_calls``), then time them; ``resized``: time windows of that many
         calls, sized already (``too_short``), and sample none (the first timing did)."""
-        from kag.core.eval.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming,
+        from kag.core.eval.judge.judge_timing import (RECHECK_EXPECTED, SAMPLED_WINDOWS, Plan, WindowTiming,
                                                 recheck_probability, timed_windows, warmup_windows)
-        from kag.core.eval.judge_windows import run_windows
+        from kag.core.eval.judge.judge_windows import run_windows
 
         spec = self.spec
         deadline = time.monotonic() + spec.timeouts.timing_s
@@ -426,7 +426,7 @@ class CandidateCalls:
         self.defer_checks = expected <= DEFERRED_BYTES and (not self.cuda or expected <= 0.25 * self.budget_bytes())
         self.sample_plan = None
         if self.cuda and not self.defer_checks:  # too large to keep whole: a secret sample of each, compared later
-            from kag.core.eval.output_samples import SamplePlan
+            from kag.core.eval.judge.output_samples import SamplePlan
 
             self.sample_plan = SamplePlan(self.reference_output, self.device)
             self.defer_checks = True
@@ -456,8 +456,8 @@ class CandidateCalls:
 
     def cap_null_base(self, timing: Any, pause_s: float) -> None:
         """The baseline runner's null windows (``RUNNER_NULL_WINDOWS`` at most), each after the candidate's
-        gap, bound the candidate's null base (kag.core.eval.judge_timing.null_base_cap)."""
-        from kag.core.eval.judge_timing import median, null_base_cap
+        gap, bound the candidate's null base (kag.core.eval.judge.judge_timing.null_base_cap)."""
+        from kag.core.eval.judge.judge_timing import median, null_base_cap
 
         runner_null = self.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
         cap = null_base_cap(runner_null)
@@ -480,7 +480,7 @@ class CandidateCalls:
         cancelled_tail_pad_long got windows of 5 calls (how its sizing came to 5 was not traced) and read
         16x eager for twice eager's work under the cap alone (tests/adversarial). Honest
         windows are sized to about ``WINDOW_TARGET_S`` of work and hold over a half of it."""
-        from kag.core.eval.judge_timing import MAX_CALLS, WINDOW_TARGET_S, median
+        from kag.core.eval.judge.judge_timing import MAX_CALLS, WINDOW_TARGET_S, median
 
         per_call = median(timing.per_call_s())
         if timing.calls >= MAX_CALLS or timing.calls * per_call >= WINDOW_TARGET_S / 4:
@@ -495,8 +495,8 @@ class CandidateCalls:
     def cap_intercept(self, timing: Any, pause_s: float) -> None:
         """The baseline runner's null windows, less their ends, and the baselines' own drained intercepts
         (timed before the candidate's windows, or cached with their timing) bound the drained intercept
-        of the candidate's long and short windows (kag.core.eval.judge_timing.intercept_cap)."""
-        from kag.core.eval.judge_timing import intercept_cap, median
+        of the candidate's long and short windows (kag.core.eval.judge.judge_timing.intercept_cap)."""
+        from kag.core.eval.judge.judge_timing import intercept_cap, median
 
         runner_null = self.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
         timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
@@ -524,8 +524,8 @@ class CandidateCalls:
         (``CpuProvenance.enough``): at most ``EXTRA_SAMPLED_WINDOWS`` more, while a quarter of the time
         limit is left. A fallback whose samples came out few (a loaded machine, calls quicker than
         estimated) escaped on no verdict. False: the candidate failed in one (reported)."""
-        from kag.core.eval.judge_timing import EXTRA_SAMPLED_WINDOWS, Plan
-        from kag.core.eval.judge_windows import run_windows
+        from kag.core.eval.judge.judge_timing import EXTRA_SAMPLED_WINDOWS, Plan
+        from kag.core.eval.judge.judge_windows import run_windows
 
         done = 0
         while self.provenance is not None and (done < at_least or (
@@ -545,7 +545,7 @@ class CandidateCalls:
     def sample_untimed(self, cand: CandidateProcess) -> bool:
         """Where no timing was asked for: sampled windows alone (untimed, outputs not compared), so that
         the provenance judges an untimed evaluation as it does a timed one."""
-        from kag.core.eval.judge_timing import UNTIMED_SAMPLED_WINDOWS
+        from kag.core.eval.judge.judge_timing import UNTIMED_SAMPLED_WINDOWS
 
         if self.provenance is None or self.cuda:  # on a GPU not yet run: untimed GPU evaluations unsampled
             return True
@@ -582,7 +582,7 @@ class CandidateCalls:
         to keep); then the memory the size of its outputs is poisoned."""
 
         def after(kind: str, calls: int, seeds: list[int], timing: Any) -> bool | None:
-            from kag.core.eval.judge_timing import chosen_calls
+            from kag.core.eval.judge.judge_timing import chosen_calls
 
             self.window_ended(cand)
             chosen = False
@@ -607,7 +607,7 @@ class CandidateCalls:
 
     def verify_pending(self, timing: Any) -> bool:
         """Compare the captured outputs (after the last window); a mismatch fails the evaluation."""
-        from kag.core.eval.output_samples import verify_sampled
+        from kag.core.eval.judge.output_samples import verify_sampled
 
         pending, self.pending = self.pending, []
         for kind, seed, out, window in pending:
@@ -630,7 +630,7 @@ class CandidateCalls:
         """A fresh sampler for a sampled window of ``calls`` calls, its stops spread over a call's time
         as the last timed windows measured it, or the last sampled ones less their stops (the warm-up's
         and the checks' estimates, taken cold or under another load, were off by up to ten times)."""
-        from kag.core.eval.judge_timing import median
+        from kag.core.eval.judge.judge_timing import median
 
         if self.provenance is None:
             return None
@@ -640,8 +640,8 @@ class CandidateCalls:
         return self.provenance.window_sampler(calls)
 
     def record_timing(self, timing: Any, plan: Any, pause: float) -> None:
-        from kag.core.eval.judge_timing import skipped_work
-        from kag.core.eval.timing import summarize
+        from kag.core.eval.judge.judge_timing import skipped_work
+        from kag.core.eval.judge.timing import summarize
 
         estimates = timing.per_call_s()
         stats = summarize([e * 1000.0 for e in estimates])
@@ -669,7 +669,7 @@ class CandidateCalls:
         import math as _math
 
         from kag.core.eval.orchestrator.guarding import RunInfo, run_observation_guards
-        from kag.core.eval.judge_timing import cross_check
+        from kag.core.eval.judge.judge_timing import cross_check
         from kag.core.eval.observe import Observations
         from kag.core.records import from_dict
 

@@ -1,4 +1,4 @@
-"""Clocks, cache flushes and device facts shared by the judge's timing (kag.core.eval.judge_timing) and
+"""Clocks, cache flushes and device facts shared by the judge's timing (kag.core.eval.judge.judge_timing) and
 the analysis step. Trusted side: only the judge and the orchestrator use this module.
 
 A "flush" evicts the inputs and weights from the cache so every timed call starts cold (GPU L2:

@@ -7,7 +7,7 @@ tolerance (all-zeros passing a loose atol is a classic hack). On top of the elem
 normwise one compares the output on the reference's own scale: ||out - ref|| <= rtol * ||ref||
 (plus a floor far below atol). Outputs whose values are all far below atol (zeros with a sparse
 sample of real values pass every elementwise test there) fail it; a near miss of the normwise
-test is settled against a float64 reference (kag.core.eval.reference64), whose distance to the float32
+test is settled against a float64 reference (kag.core.eval.judge.reference64), whose distance to the float32
 reference says how much rounding this computation has. Large tensors are compared in chunks so a
 6.4 GB output does not need several 6.4 GB temporaries.
 """

@@ -1,9 +1,9 @@
 """The judge's loop over a plan of windows, one loop for the candidate and the baseline runner.
 
-Trusted side. For each window of a ``Plan`` (kag.core.eval.judge_timing): fresh inputs into every
+Trusted side. For each window of a ``Plan`` (kag.core.eval.judge.judge_timing): fresh inputs into every
 one of the child's staged sets (each its own seed, a keyed hash the child cannot invert),
 the cache flushed, the GPU idle, then the window on the judge's clock (a short window's without its
-end: kag.core.eval.candidate_process ``window``). ``after`` runs between
+end: kag.core.eval.judge.candidate_process ``window``). ``after`` runs between
 windows (the candidate's secret re-checks and poisoning); ``pause_s`` makes every gap between two
 windows, as the child's own clock sees it, the same length whatever ``after`` did. What the gap does
 not hide: the delay from a window's end to its poison request grows with the outputs captured, so
@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from kag.core.eval.judge_timing import Plan, WindowTiming
+from kag.core.eval.judge.judge_timing import Plan, WindowTiming
 
 # after(kind, calls, seeds, timing) -> whether outputs of the window were compared and right;
 # raises CandidateFailure to end the timing (a failed hand-over), returns None on a mismatch it reported
@@ -27,12 +27,12 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
                 phase: str, after: After | None = None, pause_s: float = 0.0,
                 sampler: Callable[[int, WindowTiming], Any] | None = None, deadline: float | None = None,
                 counter: list[int] | None = None) -> WindowTiming:
-    """Run ``plan`` on ``proc`` (a kag.core.eval.candidate_process.CandidateProcess) whose input sets
+    """Run ``plan`` on ``proc`` (a kag.core.eval.judge.candidate_process.CandidateProcess) whose input sets
     the judge sees as ``sets``; return the windows by kind. ``counter`` numbers the calls across
     timings (seeds never repeat); ``sampler(calls, timing)`` makes a fresh CPU sampler for a sampled window of ``calls`` calls
     (``timing``: the windows so far).
     ``deadline`` (monotonic) ends the timing as a timeout."""
-    from kag.core.eval.candidate_process import CandidateFailure
+    from kag.core.eval.judge.candidate_process import CandidateFailure
 
     timing = WindowTiming(calls=plan.calls, short_calls=plan.short_calls)
     counter = counter if counter is not None else [0]

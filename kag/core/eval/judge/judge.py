@@ -6,8 +6,8 @@ harness, unconfined, for the task's own code). The candidate imports the solutio
 the weights and drives every call itself: correctness checks on fresh secret inputs compared here
 (reference outputs never leave this process) first, so a failed solution costs its build and its
 checks; then, for a correct one, the baselines in the runner (the candidate stopped meanwhile) and
-the candidate, through the same windows (kag.core.eval.judge_windows), measured on this process's
-clock (kag.core.eval.judge_timing), outputs of calls chosen in secret compared after each window. The judge is not dumpable, so a process of
+the candidate, through the same windows (kag.core.eval.judge.judge_windows), measured on this process's
+clock (kag.core.eval.judge.judge_timing), outputs of calls chosen in secret compared after each window. The judge is not dumpable, so a process of
 the same user cannot read its memory, environment or descriptors.
 """
 
@@ -26,11 +26,11 @@ from typing import Any, Callable
 
 import attrs
 
-from kag.core.eval.candidate_process import CandidateFailure, CandidateProcess
-from kag.core.eval.judge_calls import CandidateCalls, path_account
-from kag.core.eval.judge_inputs import fill_in_place, to_device
+from kag.core.eval.judge.candidate_process import CandidateFailure, CandidateProcess
+from kag.core.eval.judge.judge_calls import CandidateCalls, path_account
+from kag.core.eval.judge.judge_inputs import fill_in_place, to_device
 from kag.core.trust.procs import die_with_parent
-from kag.core.eval.reference64 import Float64Reference
+from kag.core.eval.judge.reference64 import Float64Reference
 from kag.core.eval.spec import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
@@ -41,14 +41,14 @@ BASELINE_METHOD = "judge-windows-observed-after-first-intercept"  # how a cached
 
 class Judge(CandidateCalls):
     """The reference, its inputs and seeds, the baselines; the calls of the candidate are driven by
-    ``CandidateCalls`` (kag.core.eval.judge_calls)."""
+    ``CandidateCalls`` (kag.core.eval.judge.judge_calls)."""
 
     def __init__(self, spec: JudgeSpec, notify: Callable[[tuple], None]):
         import torch
 
         from kag.core.trust.procs import rebuild_plugins
         from kag.core.tasks import load_module
-        from kag.core.eval.timing import Clock
+        from kag.core.eval.judge.timing import Clock
 
         self.spec = spec
         self.notify = notify
@@ -75,7 +75,7 @@ class Judge(CandidateCalls):
         self.tolerance = self.plugins.create("tolerance", spec.tolerance).tolerance
         self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
         self.sets: list[list[Any]] = []  # the candidate's input sets, shared with this process
-        self.runner: Any = None  # the baseline runner (kag.core.eval.candidate_process.CandidateProcess)
+        self.runner: Any = None  # the baseline runner (kag.core.eval.judge.candidate_process.CandidateProcess)
         self.runner_ready = False
         self.provenance: Any = None  # the candidate's CPU time sampled from outside (kag.core.trust.provenance)
         self.check_per_call_s = 0.0  # a call's time in the checks' windows (cold: an overestimate)
@@ -119,8 +119,8 @@ class Judge(CandidateCalls):
 
     def compare(self, ref: Any, out: Any, seed: int, where: str) -> Any:
         """The first mismatch of ``out`` with the reference, None if it matches; a near miss is
-        settled against the reference in float64 on the same inputs (kag.core.eval.reference64)."""
-        from kag.core.eval.compare import compare_outputs
+        settled against the reference in float64 on the same inputs (kag.core.eval.judge.reference64)."""
+        from kag.core.eval.judge.compare import compare_outputs
 
         return self.ref64.settle(compare_outputs(ref, out, self.tolerance), ref, out, self.tolerance, seed, where,
                                  self.report.notes)
@@ -153,7 +153,7 @@ class Judge(CandidateCalls):
         import torch
 
         from kag.core.eval.orchestrator.baseline_cache import BaselineCache, BaselineKey
-        from kag.core.eval.timing import summarize
+        from kag.core.eval.judge.timing import summarize
         from kag.core.eval.orchestrator.timing_lock import LoadMeter
 
         spec = self.spec
@@ -236,8 +236,8 @@ class Judge(CandidateCalls):
         each after the candidate's gap (a resumed process's cold start grows with the gap); [] without
         a runner. ``drained``: each less its end (``WindowTiming.drained_null_s``). Trusted: the runner
         holds no solution code."""
-        from kag.core.eval.judge_timing import Plan
-        from kag.core.eval.judge_windows import run_windows
+        from kag.core.eval.judge.judge_timing import Plan
+        from kag.core.eval.judge.judge_windows import run_windows
 
         if self.runner is None or count <= 0:
             return []
@@ -261,8 +261,8 @@ class Judge(CandidateCalls):
         if not self.cuda:
             return None
         if self.probe is None:
-            from kag.core.eval.candidate_process import CandidateFailure
-            from kag.core.eval.judge_timing import GpuProbe
+            from kag.core.eval.judge.candidate_process import CandidateFailure
+            from kag.core.eval.judge.judge_timing import GpuProbe
 
             self.probe = GpuProbe(self.device, CandidateFailure)
         return self.probe
@@ -271,9 +271,9 @@ class Judge(CandidateCalls):
         """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
         first window), then timed and null windows in a secret order. Per-call milliseconds, and the
         windows' drained intercept in milliseconds where they had short ones (a GPU)."""
-        from kag.core.eval.judge_calls import window_summary
-        from kag.core.eval.judge_timing import Plan, timed_windows, warmup_windows
-        from kag.core.eval.judge_windows import run_windows
+        from kag.core.eval.judge.judge_calls import window_summary
+        from kag.core.eval.judge.judge_timing import Plan, timed_windows, warmup_windows
+        from kag.core.eval.judge.judge_windows import run_windows
 
         spec = self.spec
         budget = spec.timeouts.baseline_s
@@ -429,7 +429,7 @@ def judge_main(conn: Any) -> None:
             pass
 
     from kag.core.trust.isolation import candidate_plan
-    from kag.core.eval.timing import device_info
+    from kag.core.eval.judge.timing import device_info
 
     mark("judge", "torch imported")
     capture = OutputCapture(start=False)

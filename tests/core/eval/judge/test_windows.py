@@ -1,4 +1,4 @@
-"""The window protocol between the judge and a child (kag.core.eval.candidate_process and the
+"""The window protocol between the judge and a child (kag.core.eval.judge.candidate_process and the
 harness in kag.core.eval.candidate), driven directly on the CPU: windows of several calls rung
 through the pipe and through the shared bell, each call on its own staged input set, the outputs
 found in the stopped child's memory where the window's end says they are."""
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from kag.core.eval.candidate import EXTENT, COUNT
-from kag.core.eval.candidate_process import CandidateProcess
-from kag.core.eval.judge_calls import path_account
+from kag.core.eval.judge.candidate_process import CandidateProcess
+from kag.core.eval.judge.judge_calls import path_account
 from kag.core.eval.spec import CandidateSpec
 from kag.core.records import to_dict
 

@@ -5,7 +5,7 @@ the judge fills the child's staged input sets with fresh inputs and flushes the 
 child is stopped; then it resumes the child, rings each call (call ``j`` on set ``j``, answered as
 soon as forward returns, the device not synchronised), rings the end (the child synchronises and
 answers), waits on a GPU for a probe kernel of its own to find the GPU idle, and stops the child
-again (kag.core.eval.candidate_process). Nothing in the child can shorten a window: returning early
+again (kag.core.eval.judge.candidate_process). Nothing in the child can shorten a window: returning early
 only moves its work into the probe's wait, and work put off past that cannot run, because the
 process is stopped.
 
@@ -28,7 +28,7 @@ a window holds about ``WINDOW_TARGET_S`` of work (on a GPU from an upper bound o
 
 What a window cannot see, and what covers it:
 - Skipped work: outputs of calls chosen independently with a secret probability are compared after
-  their window (kag.core.eval.judge_calls); every call is a candidate for it, warm-up and checks too.
+  their window (kag.core.eval.judge.judge_calls); every call is a candidate for it, warm-up and checks too.
 - Work put off until an output is asked for: there is no such moment. Outputs are read from the
   stopped candidate's memory where the window's end said they are (CPU: its address space; GPU: its
   CUDA allocations, mapped in the judge: kag.core.eval.gpu_outputs); no candidate code runs then.
@@ -51,7 +51,7 @@ What a window cannot see, and what covers it:
   nothing and a padded end costs. Honest calls carry their end (``window_end_ms`` in the calibration)
   over ``K/2`` calls, on both sides alike. The child could tell a short window by the staged sets it
   left stale (tests/adversarial: stale_set_oracle, 1.39x eager, reward 2): every set is refilled
-  before every window (kag.core.eval.judge_windows). A call is
+  before every window (kag.core.eval.judge.judge_windows). A call is
   answered only once it returned, so no call knows it is the last while it runs
   (kag.core.eval.candidate).
 - A padded short base: a long window's last call knows it is last (its index), a short window's
@@ -73,7 +73,7 @@ from typing import Callable
 
 import attrs
 
-from kag.core.eval.timing import summarize  # noqa: F401 - part of this module's interface
+from kag.core.eval.judge.timing import summarize  # noqa: F401 - part of this module's interface
 
 WINDOW_TARGET_S = 0.010  # a GPU window holds about this much work (a padded short base buys at most the
 # intercept cap's slack over a window's work: ``intercept_cap``; 5 ms before). A CPU window holds one call: CPU calls take
@@ -209,7 +209,7 @@ class WindowTiming:
     def base_s(self) -> float:
         """The base of a long window: the short windows' median, else the null windows' median (at most
         ``base_cap_s``). A short window's time stops at its last call's answer (its end shows its size:
-        kag.core.eval.candidate_process ``window``); a long one holds its end ``E``, all of it: with
+        kag.core.eval.judge.candidate_process ``window``); a long one holds its end ``E``, all of it: with
         ``K`` calls of ``c``, a call reads ``c + 2E/K``. Work put off into a long window's end is
         charged there in full, so it buys nothing even where the child knows its window is long (a call
         of index ``K/2`` or more); half of ``E`` in the base, tried first, let such a solution charge

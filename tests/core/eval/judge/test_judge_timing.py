@@ -1,4 +1,4 @@
-"""The arithmetic of the judge's timing (kag.core.eval.judge_timing): long windows less short (or
+"""The arithmetic of the judge's timing (kag.core.eval.judge.judge_timing): long windows less short (or
 null) ones, the skipped-work and cross-check rules, the secret re-check probability, and the plan's
 order."""
 
@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from kag.core.eval.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, SMALL_CALL_S,
+from kag.core.eval.judge.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, SMALL_CALL_S,
                                         WINDOW_TARGET_S, Plan, WindowTiming, chosen_calls, choose_calls, cross_check, estimate_plan,
                                         recheck_probability, sizing_plan, skipped_work, upper_per_call_s,
                                         warm_per_call_s)
@@ -197,7 +197,7 @@ def test_windows_that_look_skipped_under_load_are_timed_again_and_then_the_evalu
     and a second such timing is the evaluator's failure (judge_error), never the solution's."""
     import types
 
-    from kag.core.eval.judge_calls import TIMING_ATTEMPTS, CandidateCalls
+    from kag.core.eval.judge.judge_calls import TIMING_ATTEMPTS, CandidateCalls
 
     cand = types.SimpleNamespace(pid=1)
     loaded = _Timing(tmp_path, busy=True)
@@ -221,8 +221,8 @@ def test_a_gpu_window_of_one_long_call_gets_as_few_windows_as_several_calls():
     """A GPU window holds one call only when the call is milliseconds long or its inputs fill the
     budget: 100 windows of a 6.4 GB ReLU, each with its refill, took 35 s; a third do (the CPU's
     one-call windows keep num_timed: its calls vary 5x)."""
-    from kag.core.eval.judge_timing import timed_windows
-    from kag.core.eval.judge_timing import GPU_WARMUP_WINDOWS, warmup_windows
+    from kag.core.eval.judge.judge_timing import timed_windows
+    from kag.core.eval.judge.judge_timing import GPU_WARMUP_WINDOWS, warmup_windows
 
     assert timed_windows(1, 100) == 100
     assert timed_windows(1, 100, gpu=True) == timed_windows(64, 100, gpu=True) == 33
@@ -235,7 +235,7 @@ def test_a_gpu_window_of_one_long_call_gets_as_few_windows_as_several_calls():
 def test_a_null_base_counts_at_most_the_runners_and_only_where_it_is_the_base():
     """A solution can tell a null window (its own op) and pad it: the larger the base, the faster its
     calls read. The runner's null windows (no solution code in them) bound it, with a margin."""
-    from kag.core.eval.judge_timing import NULL_CAP_RATIO, NULL_CAP_SLACK_S, null_base_cap
+    from kag.core.eval.judge.judge_timing import NULL_CAP_RATIO, NULL_CAP_SLACK_S, null_base_cap
 
     assert null_base_cap([1e-3, 1e-3]) is None  # too few to say
     cap = null_base_cap([0.3e-3, 0.4e-3, 0.35e-3])
@@ -300,7 +300,7 @@ class _SizedWindows:
 
 @pytest.mark.parametrize("call_s, expected", [(24e-6, MAX_CALLS), (0.5e-3, 19), (20e-3, 2)])
 def test_gpu_windows_grow_round_by_round_until_they_hold_their_work(call_s, expected):
-    from kag.core.eval.judge_calls import CandidateCalls
+    from kag.core.eval.judge.judge_calls import CandidateCalls
 
     judge = _SizedWindows(call_s)
     calls, per, timing = CandidateCalls.sized_calls(judge, None, [], 5, judge.run_round)
@@ -314,7 +314,7 @@ def test_a_short_base_padded_at_its_end_is_bounded_by_the_runners_null_windows()
     window's last call, known by its index, leaves none) raises the short base by ``P`` and a call
     reads ``c - 2P/K``: without a bound, as fast as the spin is long. The intercept cap bounds it to
     ``(cap - F) / K``, both sides taken to the moment their calls' work was done (no end in either)."""
-    from kag.core.eval.judge_timing import INTERCEPT_SLACK_S, intercept_cap
+    from kag.core.eval.judge.judge_timing import INTERCEPT_SLACK_S, intercept_cap
 
     calls, c, path, end = 64, 80e-6, 0.6e-3, 0.4e-3
     honest = WindowTiming(calls=calls, short_calls=32, timed_s=[path + calls * c + end] * 20,
@@ -352,7 +352,7 @@ def test_windows_that_held_little_of_their_work_are_timed_again_with_more_calls(
     ``(cap - F) / K`` a call, is loose for few calls. Such windows are timed again with more."""
     from types import SimpleNamespace
 
-    from kag.core.eval.judge_calls import CandidateCalls
+    from kag.core.eval.judge.judge_calls import CandidateCalls
 
     judge = _SizedWindows(0.0)
     judge.sets, judge.report = [], SimpleNamespace(notes=[])

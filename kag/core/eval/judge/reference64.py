@@ -67,7 +67,7 @@ class Float64Reference:
         reference plus 4x the float32 reference's own distance from it."""
         import torch
 
-        from kag.core.eval.compare import norm_bound, norms
+        from kag.core.eval.judge.compare import norm_bound, norms
 
         path = mismatch.path
         try:
@@ -92,7 +92,7 @@ class Float64Reference:
                notes: list[str]) -> Any:
         """``mismatch`` unless it is a near miss (``Mismatch.few_values_off``) and ``out`` is within
         tolerance of the float64 reference on the inputs of ``seed``; then None, with a note."""
-        from kag.core.eval.compare import compare_outputs
+        from kag.core.eval.judge.compare import compare_outputs
 
         if mismatch is not None and getattr(mismatch, "normwise", False):
             return self.settle_normwise(mismatch, ref, out, tolerance, seed, where, notes)

@@ -4,7 +4,7 @@ with the judge's own clock, stop it between calls, read its replies through the 
 Trusted side. The candidate runs only inside windows the judge measures: it is resumed (SIGCONT)
 right before a request and stopped (SIGSTOP, confirmed with waitpid) right after the reply and,
 on a GPU, after a probe kernel of the judge's has seen the GPU idle (so work it left queued runs
-inside the window too). A window of calls is ``window``'s return value; kag.core.eval.judge_timing
+inside the window too). A window of calls is ``window``'s return value; kag.core.eval.judge.judge_timing
 turns windows into times. The same handle drives the baseline runner (a child of the same kind,
 unconfined, running only the task's own Model), so both sides are timed through one path.
 """
@@ -315,7 +315,7 @@ class CandidateProcess:
         window's end) holds no work of the calls. ``end_timed=False`` (a short window): the window
         ends there, and its end is rung after, untimed. The end is where the child learns how many
         calls its window had; timed, it could delay short windows' ends only and shrink the
-        long-minus-short difference (kag.core.eval.judge_timing ``WindowTiming.base_s``)."""
+        long-minus-short difference (kag.core.eval.judge.judge_timing ``WindowTiming.base_s``)."""
         self.resume()
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout_s
