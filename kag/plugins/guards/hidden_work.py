@@ -4,7 +4,7 @@ Static (feedback for the agent): imports of threading/multiprocessing/subprocess
 ``os.fork``/``os.system``, CUDA stream creation in Python or C++, ``std::thread``/``fork``/``popen``
 in C++, tensor subclasses.
 
-Runtime (in the judge, on the kernel records of every call, kag.core.eval.observe): the calls of a
+Runtime (in the judge, on the kernel records of every call, kag.core.eval.candidate.observe): the calls of a
 window must not run concurrently on the GPU, one call must not do the GPU work of the others, and
 no call may launch nothing while the others launch kernels, and no kernel may be launched by a
 thread other than the one calling forward (its launch lies in no call, so no call is charged with

@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent("""
     import torch
     import model_new
     from kag.core.eval.orchestrator.guarding import RunInfo
-    from kag.core.eval.observe import CallObserver
+    from kag.core.eval.candidate.observe import CallObserver
     from kag.plugins.guards.torch_fallback import NoTorchFallback
     m = model_new.ModelNew()
     x = torch.randn(64, 64)

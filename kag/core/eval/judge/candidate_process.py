@@ -18,7 +18,7 @@ import signal
 import time
 from typing import Any, Callable
 
-from kag.core.eval.candidate import COUNT, OP_CALL, OP_END, OP_MSG, OP_NULL, WORD, pack
+from kag.core.eval.boundary import COUNT, OP_CALL, OP_END, OP_MSG, OP_NULL, WORD, pack
 from kag.core.trust.isolation import ABORT_STATUS
 
 
@@ -95,7 +95,7 @@ class CandidateProcess:
     def __init__(self, output_fifo: str | None = None, plan: Any = None, host_memory_bytes: int | None = None):
         import multiprocessing
 
-        from kag.core.eval.candidate import candidate_main
+        from kag.core.eval.candidate.candidate import candidate_main
         from kag.core.trust.isolation import fork_in_namespace
 
         self.host_memory_bytes = host_memory_bytes or default_host_memory_bytes()
@@ -395,7 +395,7 @@ class CandidateProcess:
 
     # -- the control channel --------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
-        from kag.core.eval.channel import dumps
+        from kag.core.eval.candidate.channel import dumps
 
         try:
             self.conn.send_bytes(dumps(msg))
@@ -403,7 +403,7 @@ class CandidateProcess:
             raise self._closed("while receiving a request") from None
 
     def receive(self, timeout_s: float, phase: str) -> tuple:
-        from kag.core.eval.channel import MAX_MESSAGE_BYTES, RefusedObject, restricted_loads
+        from kag.core.eval.boundary import MAX_MESSAGE_BYTES, RefusedObject, restricted_loads
 
         deadline = time.monotonic() + timeout_s
         while True:

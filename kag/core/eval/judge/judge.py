@@ -31,7 +31,7 @@ from kag.core.eval.judge.judge_calls import CandidateCalls, path_account
 from kag.core.eval.judge.judge_inputs import fill_in_place, to_device
 from kag.core.trust.procs import die_with_parent
 from kag.core.eval.judge.reference64 import Float64Reference
-from kag.core.eval.spec import JudgeReport, JudgeSpec
+from kag.core.eval.boundary import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
@@ -80,7 +80,7 @@ class Judge(CandidateCalls):
         self.provenance: Any = None  # the candidate's CPU time sampled from outside (kag.core.trust.provenance)
         self.check_per_call_s = 0.0  # a call's time in the checks' windows (cold: an overestimate)
         self.candidate: Any = None
-        self.reader: Any = None  # GPU: the candidate's allocations, mapped here (kag.core.eval.gpu_outputs)
+        self.reader: Any = None  # GPU: the candidate's allocations, mapped here (kag.core.eval.candidate.gpu_outputs)
         self.where: list[Any] = []  # where the last window's outputs are, from its end's answer
         self.capture_s = 0.0  # the slowest capture of a check's output (a read or hand-over)
         self.verify_s = 0.0  # ... and comparison
@@ -286,7 +286,7 @@ class Judge(CandidateCalls):
         run_windows(self, runner, self.runner_sets, Plan(calls=first, order=["timed"]), purpose=f"baseline-{name}",
                     timeout_s=budget, phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
         # the candidate's calls all run under a profiler session with kernel records
-        # (kag.core.eval.observe); the baseline's do too, so a cost of that path is paid by both sides.
+        # (kag.core.eval.candidate.observe); the baseline's do too, so a cost of that path is paid by both sides.
         # It starts after the first window: torch.compile compiled under a profiler session makes a
         # call that costs twice its CPU time ever after (level1/12 on an H200: 0.106 ms a call against
         # 0.057 compiled first; bench/results/2026-11-27-compile-baseline/)
@@ -409,7 +409,7 @@ def judge_main(conn: Any) -> None:
     except OSError:
         pass
     os.dup2(2, 1)  # nothing the judge or torch prints may reach the caller's stdout (kag score --json)
-    from kag.core.eval.channel import OutputCapture
+    from kag.core.eval.candidate.channel import OutputCapture
 
     from kag.core import timeline
 

@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable
 
 from kag.core.eval.judge.candidate_process import CandidateProcess
-from kag.core.eval.spec import JudgeReport, JudgeSpec
+from kag.core.eval.boundary import JudgeReport, JudgeSpec
 from kag.core.records import to_dict
 from kag.core.trace import mark
 
@@ -48,7 +48,7 @@ def input_description(inputs: list[Any], device: str) -> dict[str, Any]:
 
 
 def tree_bytes(obj: Any) -> int:
-    from kag.core.eval.orchestrator.guarding import iter_tensors
+    from kag.core.eval.candidate.checks import iter_tensors
 
     return sum(t.numel() * t.element_size() for t in iter_tensors(obj))
 
@@ -64,7 +64,7 @@ PATH_KEYS = ("forward", "harness", "between", "calls")
 
 
 def path_account(reported: Any) -> dict[str, float]:
-    """A child's account of where a call's time went (kag.core.eval.candidate ``path_report``), kept to
+    """A child's account of where a call's time went (kag.core.eval.candidate.candidate ``path_report``), kept to
     its known numeric fields: an untrusted report, shown in the calibration and never scored."""
     if not isinstance(reported, dict):
         return {}
@@ -115,12 +115,12 @@ class CandidateCalls:
         cand.probe = self.gpu_probe()  # made while the candidate is stopped and its device idle
         cand.spin = self.cuda
         # the profiler runs from here to the last window: every call, checked or timed, under the
-        # same session, kernel records included (kag.core.eval.observe)
+        # same session, kernel records included (kag.core.eval.candidate.observe)
         cand.exchange(("observe", {"kernels": True}), load_s, "starting the observer", expect="observing")
         if self.probe is not None:
             self.report.calibration["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
         if self.cuda:
-            from kag.core.eval.gpu_outputs import SegmentReader
+            from kag.core.eval.judge.gpu_outputs import SegmentReader
 
             self.reader = SegmentReader(self.device)
         self.candidate = cand
@@ -153,11 +153,11 @@ class CandidateCalls:
         """Read where the last window's outputs are from its end's answer (and, on a GPU, map the
         allocations the candidate names for the first time: they must be mapped whether or not an
         output of this window is read)."""
-        from kag.core.eval.candidate import EXTENT, COUNT
+        from kag.core.eval.boundary import EXTENT, COUNT
 
         tail = cand.tail
         if self.cuda:
-            from kag.core.eval.gpu_outputs import parse
+            from kag.core.eval.judge.gpu_outputs import parse
 
             try:
                 self.where, fresh = parse(tail)
@@ -179,7 +179,7 @@ class CandidateCalls:
         could not be read."""
         import torch
 
-        from kag.core.eval.orchestrator.guarding import iter_tensors
+        from kag.core.eval.candidate.checks import iter_tensors
         from kag.core.eval.judge.judge_inputs import replace_tensors
 
         template = self.reference_output
@@ -670,7 +670,7 @@ class CandidateCalls:
 
         from kag.core.eval.orchestrator.guarding import RunInfo, run_observation_guards
         from kag.core.eval.judge.judge_timing import cross_check
-        from kag.core.eval.observe import Observations
+        from kag.core.eval.candidate.observe import Observations
         from kag.core.records import from_dict
 
         reply, _ = cand.exchange(("finish", None), self.spec.timeouts.check_s, "stopping the observer",

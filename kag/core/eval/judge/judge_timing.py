@@ -31,12 +31,12 @@ What a window cannot see, and what covers it:
   their window (kag.core.eval.judge.judge_calls); every call is a candidate for it, warm-up and checks too.
 - Work put off until an output is asked for: there is no such moment. Outputs are read from the
   stopped candidate's memory where the window's end said they are (CPU: its address space; GPU: its
-  CUDA allocations, mapped in the judge: kag.core.eval.gpu_outputs); no candidate code runs then.
+  CUDA allocations, mapped in the judge: kag.core.eval.candidate.gpu_outputs); no candidate code runs then.
   (An earlier design had the candidate hand re-checked GPU outputs over and charged any hand-over
   slower than calibrated to every call: honest hand-overs of fresh allocations were 0.25-0.46 ms
   slower, and small kernels were credited that.)
 - Calls of one window that overlap on the GPU, or one call doing the work of later ones (a batch
-  that knows it is one): per-call kernel records (kag.core.eval.observe) show them to the
+  that knows it is one): per-call kernel records (kag.core.eval.candidate.observe) show them to the
   no-hidden-work guard. They come from the candidate's process, so a solution that rewrites its
   profiler's report could hide them: that is the residual of this design (a single-call latency
   floor was tried and dropped: a lone call's cold start, not its work, set it, and it penalised
@@ -53,7 +53,7 @@ What a window cannot see, and what covers it:
   left stale (tests/adversarial: stale_set_oracle, 1.39x eager, reward 2): every set is refilled
   before every window (kag.core.eval.judge.judge_windows). A call is
   answered only once it returned, so no call knows it is the last while it runs
-  (kag.core.eval.candidate).
+  (kag.core.eval.candidate.candidate).
 - A padded short base: a long window's last call knows it is last (its index), a short window's
   cannot, so work queued after every call and cancelled by the next stands only at a short window's
   end (tests/adversarial: cancelled_tail_pad). The intercept (2 short - long, both to the moment

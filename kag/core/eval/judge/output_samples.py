@@ -43,7 +43,7 @@ class SamplePlan:
     def __init__(self, template: Any, device: str, budget_bytes: int = SAMPLE_BYTES_PER_CALL) -> None:
         import torch
 
-        from kag.core.eval.orchestrator.guarding import iter_tensors
+        from kag.core.eval.candidate.checks import iter_tensors
 
         tensors = list(iter_tensors(template))
         total = sum(t.numel() * t.element_size() for t in tensors) or 1
@@ -59,7 +59,7 @@ class SamplePlan:
 
     def pick(self, tree: Any) -> Any:
         """``tree`` (the judge's own tensors, shaped as the reference's) at the plan's positions."""
-        from kag.core.eval.orchestrator.guarding import iter_tensors
+        from kag.core.eval.candidate.checks import iter_tensors
         from kag.core.eval.judge.judge_inputs import replace_tensors
 
         picked = [t.reshape(-1)[p] if p is not None else t.reshape(-1) for t, p in

@@ -26,8 +26,8 @@ import attrs
 
 from kag.core.plugins import Plugins
 from kag.core.eval.orchestrator.plan import EvalPlan, resolve
-from kag.core.eval.spec import JudgeReport, JudgeSpec, MeasureSettings, measure_settings
-from kag.core.eval.spec import Timeouts  # noqa: F401 - part of this module's interface (EvalOptions.timeouts)
+from kag.core.eval.boundary import JudgeReport, JudgeSpec, MeasureSettings, measure_settings
+from kag.core.eval.boundary import Timeouts  # noqa: F401 - part of this module's interface (EvalOptions.timeouts)
 from kag.core.records import EvalResult, RewardValue, Solution, Task, Violation
 
 # torch.compile modes the compile baseline accepts ("default" is torch's mode=None); listed once

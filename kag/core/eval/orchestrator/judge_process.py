@@ -20,7 +20,7 @@ from typing import Callable
 
 import attrs
 
-from kag.core.eval.spec import JudgeReport, JudgeSpec
+from kag.core.eval.boundary import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 
 # RAY_TMPDIR: the candidate empties Ray's temp folder (kag.core.trust.private_mounts); KAG_TIMELINE:

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from kag.core.eval.channel import RefusedObject, dumps, restricted_loads
+from kag.core.eval.boundary import RefusedObject, restricted_loads
+from kag.core.eval.candidate.channel import dumps
 from kag.core.eval.judge.compare import compare_outputs
 from kag.core.plugins import Plugins
 from kag.core.eval.judge.timing import Clock, summarize

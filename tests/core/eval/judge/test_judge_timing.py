@@ -165,7 +165,7 @@ class _Timing:
     windows that always look like skipped work; ``busy`` processes spin on every CPU meanwhile."""
 
     def __init__(self, tmp_path, busy: bool):
-        from kag.core.eval.spec import JudgeReport
+        from kag.core.eval.boundary import JudgeReport
 
         self.report, self.tmp_path, self.busy, self.attempts = JudgeReport(), tmp_path, busy, 0
 
@@ -282,7 +282,7 @@ class _SizedWindows:
     def __init__(self, call_s: float, path_s: float = 0.8e-3, end_s: float = 0.3e-3) -> None:
         from types import SimpleNamespace
 
-        from kag.core.eval.spec import Timeouts
+        from kag.core.eval.boundary import Timeouts
 
         self.spec = SimpleNamespace(timeouts=Timeouts())
         self.call_s, self.path_s, self.end_s = call_s, path_s, end_s

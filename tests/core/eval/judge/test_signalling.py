@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kag.core.eval.candidate import COUNT, OP_CALL, OP_END, pack
+from kag.core.eval.boundary import COUNT, OP_CALL, OP_END, pack
 from kag.core.eval.judge.candidate_process import MAX_TAIL_BYTES, CandidateFailure, CandidateProcess
 
 
@@ -102,7 +102,7 @@ def test_the_child_polls_the_doorbell_only_where_asked(spin_s):
     time while it waits 30 ms for a ring."""
     import threading
 
-    from kag.core.eval.candidate import _read_exact
+    from kag.core.eval.candidate.candidate import _read_exact
 
     r, w = os.pipe()
     spent: list[float] = []

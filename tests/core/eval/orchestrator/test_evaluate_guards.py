@@ -188,7 +188,7 @@ def test_an_output_object_that_works_when_handed_over_is_refused(task, tmp_path)
 def test_with_the_harness_check_patched_away_the_judge_still_reads_the_output_from_memory(task, tmp_path):
     """The check above runs in the candidate's process, which the solution can patch; the judge does
     not rely on it: a re-checked timed call whose output is not in memory where its answer put it fails."""
-    patch = 'sys.modules["kag.core.eval.candidate"].plain_output = lambda out, on_cpu: out  # at import'
+    patch = 'sys.modules["kag.core.eval.candidate.candidate"].plain_output = lambda out, on_cpu: out  # at import'
     result = evaluate(task, Solution(model_new=LATER % patch),
                       options(tmp_path, guards=(), do_timing=True, num_timed=12, warmup=1, static_guards=False))
     assert not result.ok and result.reward.value == -1, (result.error, result.times_ms)

@@ -47,7 +47,7 @@ def test_timed_phases_of_concurrent_evaluations_never_overlap(tmp_path):
         if any(r.reward is None or r.reward.value != 1 for r in results):
             # once more: in 2 of 3 runs of the whole suite on the 2-core VM one of the three read faster than
             # eager (reward 2), in none of 5 runs of this file alone; the likely cause, the candidate's 2 ms
-            # doorbell poll inflating null windows on a 2-core host, is fixed (kag.core.eval.candidate.
+            # doorbell poll inflating null windows on a 2-core host, is fixed (kag.core.eval.candidate.candidate.
             # _read_exact), not yet shown over enough whole-suite runs to drop this second reading
             results = list(ex.map(lambda _: evaluate(task, LOOP, opts, pool=pool), range(3)))
     phases = []

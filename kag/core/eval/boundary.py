@@ -1,14 +1,25 @@
-"""The judge boundary, typed: what the orchestrator asks of a judge (``JudgeSpec``), what the judge
-tells its candidate (``CandidateSpec``), and what the judge answers (``JudgeReport``).
+"""What crosses the boundary between the judge and its candidate, typed: what the orchestrator asks of
+a judge (``JudgeSpec``), what the judge tells its candidate (``CandidateSpec``), what the judge
+answers (``JudgeReport``), the doorbell's words, and the judge's unpickler of what a candidate sends.
 
-Trusted side, except ``CandidateSpec``: the one record the candidate process receives, and the
-only fields of a task it is told (never the seeds, the tolerance or the baselines). Each record
-crosses its process boundary as ``kag.core.records.to_dict`` data and is rebuilt with
-``from_dict``, so a field added on one side and not the other is an error, not a silent loss.
+Trusted side, except ``CandidateSpec`` and the doorbell's words: the one record the candidate
+process receives, and the only fields of a task it is told (never the seeds, the tolerance or the
+baselines). Each record crosses its process boundary as ``kag.core.records.to_dict`` data and is
+rebuilt with ``from_dict``, so a field added on one side and not the other is an error, not a
+silent loss. The candidate's package (kag.core.eval.candidate) imports from kag.core.eval only this
+module (tests/core/eval/test_eval_layout.py).
+
+What the candidate sends is unpickled by the judge (``restricted_loads``) with an allow-list: plain
+containers, numbers, strings, and tensors whose class is exactly ``torch.Tensor``. A tensor
+subclass, a custom object or anything that would import the candidate's code in the judge is
+refused, so the trusted side never runs untrusted code.
 """
 
 from __future__ import annotations
 
+import io
+import pickle
+import struct
 from typing import Any
 
 import attrs
@@ -129,3 +140,68 @@ class JudgeReport:
     # what evaluate copies into EvalResult.metadata when present
     METADATA = ("baseline_cache", "notes", "candidate_output", "judge_error", "confinement", "calibration",
                 "observed", "rechecked_calls", "timing_load")
+
+
+# ---------------------------------------------------------------------------------------------
+# the doorbell's words (kag.core.eval.candidate.candidate's protocol)
+OP_CALL, OP_NULL, OP_MSG, OP_END = 1, 2, 3, 4
+WORD = struct.Struct("<Q")
+COUNT = struct.Struct("<I")  # the length of a done word's tail, and counts inside it
+EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory (CPU)
+MAX_CALLS = (1 << 24) - 1  # calls in one window (the word's field)
+
+
+def pack(op: int, calls: int = 0, serial: int = 0) -> bytes:
+    if not 0 <= calls <= MAX_CALLS:
+        raise ValueError(f"a window holds at most {MAX_CALLS} calls")
+    return WORD.pack(op | (calls << 8) | ((serial & 0xFFFFFFFF) << 32))
+
+
+def unpack(data: bytes) -> tuple[int, int]:
+    """(op, calls) of a doorbell word."""
+    word = WORD.unpack(data)[0]
+    return word & 0xFF, (word >> 8) & MAX_CALLS
+
+
+# ---------------------------------------------------------------------------------------------
+# the judge's unpickler of what the candidate sends
+MAX_MESSAGE_BYTES = 256 << 20
+
+_REDUCTIONS = "torch.multiprocessing.reductions"
+_ALLOWED: set[tuple[str, str]] = {
+    (_REDUCTIONS, name)
+    for name in ("rebuild_tensor", "rebuild_cuda_tensor", "rebuild_typed_storage", "rebuild_storage_fd",
+                 "rebuild_storage_filename", "rebuild_storage_empty", "rebuild_typed_storage_child")
+} | {
+    ("torch.storage", "UntypedStorage"), ("torch.storage", "TypedStorage"),
+    ("torch", "UntypedStorage"), ("torch", "TypedStorage"), ("torch", "Size"), ("torch", "Tensor"),
+    ("torch", "device"), ("multiprocessing.resource_sharer", "DupFd"), ("collections", "OrderedDict"),
+    ("builtins", "complex"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
+}
+
+
+class RefusedObject(Exception):
+    """The candidate sent something that is not plain data or an exact ``torch.Tensor``."""
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED or (module == "torch" and _is_dtype(name)):
+            return super().find_class(module, name)
+        raise RefusedObject(
+            f"the candidate sent a {module}.{name} object; outputs must be plain torch.Tensor "
+            f"(no subclasses, no custom classes) or tuples/lists/dicts of them"
+        )
+
+
+def _is_dtype(name: str) -> bool:
+    import torch
+
+    return isinstance(getattr(torch, name, None), torch.dtype)
+
+
+def restricted_loads(data: bytes) -> Any:
+    """Unpickle a candidate's message without ever importing or calling the candidate's code."""
+    import torch.multiprocessing  # noqa: F401 - registers the tensor reductions
+
+    return _RestrictedUnpickler(io.BytesIO(data)).load()

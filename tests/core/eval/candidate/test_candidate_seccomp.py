@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from kag.core.eval.candidate import Harness
+from kag.core.eval.candidate.candidate import Harness
 from kag.core.trust import confine
 
 

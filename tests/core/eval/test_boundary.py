@@ -8,7 +8,7 @@ import pytest
 from kag.core.eval.orchestrator.evaluate import EvalOptions, _judge_spec, _merge
 from kag.core.eval.orchestrator.judge_process import failed_report
 from kag.core.eval.orchestrator.plan import resolve
-from kag.core.eval.spec import CandidateSpec, JudgeReport, JudgeSpec, Timeouts
+from kag.core.eval.boundary import CandidateSpec, JudgeReport, JudgeSpec, Timeouts
 from kag.core.plugins import Plugins
 from kag.core.records import EvalResult, Task, TimingStats, from_dict, to_dict
 

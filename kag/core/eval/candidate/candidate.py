@@ -37,7 +37,7 @@ shared with the judge (the ``bell``), which both sides poll: a pipe's round trip
   ``buffers`` (allocate input sets and share them with the judge, which fills them), ``observe``
   (start the profiler), ``poison`` (fill memory the size of the outputs with a pattern), ``drop``,
   ``finish`` (stop the profiler, report), ``exit``.
-Outputs are never handed over: the judge reads them from this process's memory (kag.core.eval.gpu_outputs).
+Outputs are never handed over: the judge reads them from this process's memory (kag.core.eval.candidate.gpu_outputs).
 Any failure -> ``("error", kind, message)``.
 """
 
@@ -46,28 +46,22 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
-import struct
 import sys
 import time
 from typing import Any
 
-from kag.core.eval.spec import CandidateSpec
+from kag.core.eval.boundary import COUNT, EXTENT, MAX_CALLS, OP_CALL, OP_END, OP_MSG, OP_NULL, WORD, CandidateSpec, unpack
 from kag.core.records import from_dict
 from kag.core.trace import mark
 
-OP_CALL, OP_NULL, OP_MSG, OP_END = 1, 2, 3, 4
-WORD = struct.Struct("<Q")
-COUNT = struct.Struct("<I")  # the length of a done word's tail, and counts inside it
-EXTENT = struct.Struct("<QQ")  # address, bytes of one output tensor in this process's memory (CPU)
-PATH_SAMPLES = 50_000  # calls whose path (kag.core.eval.candidate ``path_report``) is kept, at most
+PATH_SAMPLES = 50_000  # calls whose path (kag.core.eval.candidate.candidate ``path_report``) is kept, at most
 SPIN_S = 0.002  # how long to poll the doorbell before sleeping on it (machines with a bell: GPU hosts)
-MAX_CALLS = (1 << 24) - 1  # calls in one window (the word's field)
 
 
 def extents(outs: list[Any]) -> bytes:
     """Where each CPU output tensor's bytes are (contiguous), for the window's outputs in order, so
     the judge reads them from this stopped process instead of asking it for them later."""
-    from kag.core.eval.orchestrator.guarding import iter_tensors
+    from kag.core.eval.candidate.checks import iter_tensors
 
     found = []
     for out in outs:
@@ -119,18 +113,6 @@ def _task_and_init_inputs(spec: CandidateSpec) -> tuple[dict[str, Any], list[Any
     ns = load_module(spec.task_code, spec.task_path)
     torch.manual_seed(spec.init_seed)
     return ns, ns["get_init_inputs"]()
-
-
-def pack(op: int, calls: int = 0, serial: int = 0) -> bytes:
-    if not 0 <= calls <= MAX_CALLS:
-        raise ValueError(f"a window holds at most {MAX_CALLS} calls")
-    return WORD.pack(op | (calls << 8) | ((serial & 0xFFFFFFFF) << 32))
-
-
-def unpack(data: bytes) -> tuple[int, int]:
-    """(op, calls) of a doorbell word."""
-    word = WORD.unpack(data)[0]
-    return word & 0xFF, (word >> 8) & MAX_CALLS
 
 
 def classify_exception(exc: BaseException) -> str:
@@ -213,7 +195,7 @@ class Harness:
 
     def __init__(self, ctrl: Any, go_fd: int, done_fd: int, layers: list[str] | None = None, bell: Any = None,
                  plan: Any = None) -> None:
-        from kag.core.eval.channel import dumps
+        from kag.core.eval.candidate.channel import dumps
 
         self.bell = bell  # the shared doorbell words (go at 0, done at 8), or None
         self.layers = list(layers or [])  # confinement applied at fork (reported in prepare)
@@ -238,7 +220,7 @@ class Harness:
         self.window_start = 0.0
         self.fast = False  # calls after a window's first rung through the bell (prepare: the judge says)
         self.window_mark: Any = None  # the observer's range around the open window's calls
-        from kag.core.eval.gpu_outputs import OutputDescriber
+        from kag.core.eval.candidate.gpu_outputs import OutputDescriber
 
         self.describer = OutputDescriber()  # GPU: where a window's outputs are, for the judge to read
         self.baseline_calls = False  # the runner: calls run the task's Model, not ModelNew
@@ -352,7 +334,7 @@ class Harness:
             returned = self.clock()
             self.outputs.append(plain_output(out, self.device == "cpu"))
         if self.device != "cpu":  # where the output is: described as it returns, not in the end's time
-            from kag.core.eval.orchestrator.guarding import iter_tensors
+            from kag.core.eval.candidate.checks import iter_tensors
 
             self.describer.add(iter_tensors(self.outputs[-1]))
         self.answer(word)
@@ -377,7 +359,7 @@ class Harness:
 
     def end(self, word: bytes) -> None:
         """The end of a window: synchronise, ring done with where its outputs are (CPU: addresses;
-        GPU: allocations and offsets, kag.core.eval.gpu_outputs)."""
+        GPU: allocations and offsets, kag.core.eval.candidate.gpu_outputs)."""
         self.synchronize()
         if self.window_mark is not None:
             self.window_mark.__exit__(None, None, None)
@@ -413,7 +395,7 @@ class Harness:
             self.sets.extend(fresh)
             self.send(("buffers", fresh))
         elif op == "observe":  # a new session (the running one's counts are kept)
-            from kag.core.eval.observe import CallObserver
+            from kag.core.eval.candidate.observe import CallObserver
 
             self.collect()
             self.observer = CallObserver(self.device, kernels=bool((arg or {}).get("kernels", True)))
@@ -513,7 +495,7 @@ class Harness:
 
     def load(self, spec: CandidateSpec) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""
-        from kag.core.eval.orchestrator.guarding import snapshot_identities
+        from kag.core.eval.candidate.checks import snapshot_identities
 
         _, init_inputs = _task_and_init_inputs(spec)
         self.snapshot = snapshot_identities()  # what model_new may not replace (reported, not trusted)
@@ -550,7 +532,7 @@ class Harness:
         """Fill memory the size of the last window's outputs with a pattern while they are held,
         so the next window's outputs likely get poisoned memory and an output never written shows
         it (a courtesy: the judge compares outputs on inputs they could not have seen)."""
-        from kag.core.eval.orchestrator.guarding import iter_tensors, poison_shapes, tensor_shapes
+        from kag.core.eval.candidate.checks import iter_tensors, poison_shapes, tensor_shapes
 
         with self.observer.post_range() if self.observer else _null():
             shapes = tensor_shapes(t for out in self.outputs[:2] for t in iter_tensors(out))
@@ -561,7 +543,7 @@ class Harness:
 
     def collect(self) -> None:
         """Stop the running session, if any, and keep its counts."""
-        from kag.core.eval.observe import Observations
+        from kag.core.eval.candidate.observe import Observations
 
         if self.observer is not None:
             found = self.observer.stop()
@@ -571,8 +553,8 @@ class Harness:
             self.observer = None
 
     def finish(self) -> None:
-        from kag.core.eval.orchestrator.guarding import compare_identities
-        from kag.core.eval.observe import Observations
+        from kag.core.eval.candidate.checks import compare_identities
+        from kag.core.eval.candidate.observe import Observations
         from kag.core.records import to_dict
 
         self.collect()
@@ -616,7 +598,7 @@ class _null:
 def candidate_main(ctrl: Any, go_fd: int, done_fd: int, output_fifo: str | None, plan: Any, bell: Any = None) -> None:
     """Entry point of the forked candidate (or, with no plan, the baseline runner): confine (while
     still one thread), then serve."""
-    from kag.core.eval.channel import redirect_output
+    from kag.core.eval.candidate.channel import redirect_output
     from kag.core.trust.procs import die_with_parent
 
     os.setsid()

@@ -1,64 +1,21 @@
-"""The judge <-> candidate channel and the candidate's bounded output capture.
+"""The candidate's half of the judge <-> candidate channel, and the bounded capture of its output.
 
-Messages are pickled with torch's multiprocessing reductions, so tensors travel as CUDA IPC
-handles or shared memory instead of copies. What the candidate sends is unpickled by the judge
-with an allow-list: plain containers, numbers, strings, and tensors whose class is exactly
-``torch.Tensor``. A tensor subclass, a custom object or anything that would import the
-candidate's code in the judge is refused, so the trusted side never runs untrusted code.
+Messages are pickled with torch's multiprocessing reductions (``dumps``), so tensors travel as CUDA
+IPC handles or shared memory instead of copies. What the candidate sends is unpickled by the judge
+with an allow-list (kag.core.eval.boundary ``restricted_loads``). The candidate runs ``dumps`` and
+``redirect_output``; ``OutputCapture`` is the judge's end of the candidate's stdout/stderr FIFO.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
 import select
 import threading
 from collections import deque
 from kag.core import scratch
 from typing import Any
 
-MAX_MESSAGE_BYTES = 256 << 20
 OUTPUT_TAIL_BYTES = 64 << 10
-
-_REDUCTIONS = "torch.multiprocessing.reductions"
-_ALLOWED: set[tuple[str, str]] = {
-    (_REDUCTIONS, name)
-    for name in ("rebuild_tensor", "rebuild_cuda_tensor", "rebuild_typed_storage", "rebuild_storage_fd",
-                 "rebuild_storage_filename", "rebuild_storage_empty", "rebuild_typed_storage_child")
-} | {
-    ("torch.storage", "UntypedStorage"), ("torch.storage", "TypedStorage"),
-    ("torch", "UntypedStorage"), ("torch", "TypedStorage"), ("torch", "Size"), ("torch", "Tensor"),
-    ("torch", "device"), ("multiprocessing.resource_sharer", "DupFd"), ("collections", "OrderedDict"),
-    ("builtins", "complex"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
-}
-
-
-class RefusedObject(Exception):
-    """The candidate sent something that is not plain data or an exact ``torch.Tensor``."""
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED or (module == "torch" and _is_dtype(name)):
-            return super().find_class(module, name)
-        raise RefusedObject(
-            f"the candidate sent a {module}.{name} object; outputs must be plain torch.Tensor "
-            f"(no subclasses, no custom classes) or tuples/lists/dicts of them"
-        )
-
-
-def _is_dtype(name: str) -> bool:
-    import torch
-
-    return isinstance(getattr(torch, name, None), torch.dtype)
-
-
-def restricted_loads(data: bytes) -> Any:
-    """Unpickle a candidate's message without ever importing or calling the candidate's code."""
-    import torch.multiprocessing  # noqa: F401 - registers the tensor reductions
-
-    return _RestrictedUnpickler(io.BytesIO(data)).load()
 
 
 def dumps(obj: Any) -> bytes:
