@@ -39,9 +39,9 @@ from kag.core.trace import mark
 BASELINE_METHOD = "judge-windows-observed-after-first-intercept"  # how a cached baseline was timed: entries of another method are not reused
 
 
-class Judge(CandidateCalls):
+class Judge:
     """The reference, its inputs and seeds, the baselines; the calls of the candidate are driven by
-    ``CandidateCalls`` (kag.core.eval.judge.judge_calls)."""
+    the ``CandidateCalls`` it holds (``self.calls``, kag.core.eval.judge.judge_calls)."""
 
     def __init__(self, spec: JudgeSpec, notify: Callable[[tuple], None]):
         import torch
@@ -74,25 +74,16 @@ class Judge(CandidateCalls):
         self.ref64 = Float64Reference(self.model, self.make_inputs)
         self.tolerance = self.plugins.create("tolerance", spec.tolerance).tolerance
         self.probe: Any = None  # the GPU-idle probe, made once the candidate's device is up
-        self.sets: list[list[Any]] = []  # the candidate's input sets, shared with this process
         self.runner: Any = None  # the baseline runner (kag.core.eval.judge.candidate_process.CandidateProcess)
         self.runner_ready = False
         self.provenance: Any = None  # the candidate's CPU time sampled from outside (kag.core.trust.provenance)
-        self.check_per_call_s = 0.0  # a call's time in the checks' windows (cold: an overestimate)
-        self.candidate: Any = None
-        self.reader: Any = None  # GPU: the candidate's allocations, mapped here (kag.core.eval.candidate.gpu_outputs)
-        self.where: list[Any] = []  # where the last window's outputs are, from its end's answer
-        self.capture_s = 0.0  # the slowest capture of a check's output (a read or hand-over)
-        self.verify_s = 0.0  # ... and comparison
-        self.recheck_p = 0.0
-        self.rechecked = 0
-        self.skipped_why: str | None = None  # the last timing looked like work skipped on some calls
-        self.calls_seen = 0  # the candidate's calls so far, every window's
-        self.compared_at: list[int] = []  # which of them had their outputs compared
-        self.defer_checks = False
-        self._window_budget: int | None = None  # every window's memory budget (judge_calls.window_budget)
-        self.sample_plan: Any = None  # secret positions where large GPU outputs are re-checked (output_samples)
-        self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
+        self.calls = CandidateCalls(self)  # the candidate's calls, driven with this judge's state
+
+    def settle(self) -> None:
+        """Flush the cache and wait for the judge's own GPU work: where every window and hand-over
+        of the candidate starts from (and so where the calibration's do)."""
+        self.clock.flush()
+        self.clock.synchronize()
 
     # -- inputs ---------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list[Any]:
@@ -279,7 +270,7 @@ class Judge(CandidateCalls):
         budget = spec.timeouts.baseline_s
         deadline = time.monotonic() + budget
         runner = self.runner
-        first = self.window_calls(runner, self.runner_sets, 1e-3, spec.timeouts.load_s)  # 2 sets where they fit
+        first = self.calls.window_calls(runner, self.runner_sets, 1e-3, spec.timeouts.load_s)  # 2 sets where they fit
         counter = getattr(self, "_baseline_counter", [0])
         self._baseline_counter = counter
         # the first window compiles (torch.compile) and loads kernels lazily: not counted
@@ -297,7 +288,7 @@ class Judge(CandidateCalls):
             return run_windows(self, runner, self.runner_sets, plan, purpose=f"baseline-{name}", timeout_s=budget,
                                phase=f"warming up the {name} baseline", deadline=deadline, counter=counter)
 
-        calls, _, _ = self.sized_calls(runner, self.runner_sets, first, sizing)
+        calls, _, _ = self.calls.sized_calls(runner, self.runner_sets, first, sizing)
         plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
                          warmup=warmup_windows(calls, spec.warmup, self.cuda),
                          sampled=0)
@@ -513,13 +504,13 @@ def judge_main(conn: Any) -> None:
         report.durations_s["reference"] = round(time.perf_counter() - start, 3)
         mark("judge", "reference ready")
         conn.send(("phase", "loading the solution"))
-        cand = judge.start_candidate(early)
+        cand = judge.calls.start_candidate(early)
         judge.provenance = cpu_provenance(spec, cand)
         mark("judge", "candidate loaded")
         if spec.do_correctness:
             conn.send(("phase", f"checking {spec.num_checks} inputs"))
         with host_work(spec.lock_dir):  # the checks run the solution: not beside another's timing (a CPU host)
-            ok = judge.check(cand) if spec.do_correctness else True
+            ok = judge.calls.check(cand) if spec.do_correctness else True
         mark("judge", "checks done")
         timed = False
         baseline_conditions: dict[str, Any] = {}
@@ -528,14 +519,14 @@ def judge_main(conn: Any) -> None:
             baseline_conditions = judge.time_baselines()  # the candidate is stopped meanwhile
             mark("judge", "baselines timed")
             conn.send(("phase", "timing the solution"))
-            timed = judge.time_candidate(cand)
+            timed = judge.calls.time_candidate(cand)
             mark("judge", "timing done")
         elif ok and not report.error:  # untimed: the provenance samples its calls all the same
             conn.send(("phase", "sampling the solution"))
             with host_work(spec.lock_dir):
-                judge.sample_untimed(cand)
+                judge.calls.sample_untimed(cand)
         if ok and not report.error:
-            judge.finish_candidate(cand, timed)
+            judge.calls.finish_candidate(cand, timed)
         if timed and not report.error:
             early.close()  # nothing of the candidate runs while the baselines are re-timed
             judge.retime_baselines(baseline_conditions)
@@ -552,8 +543,8 @@ def judge_main(conn: Any) -> None:
     finally:
         runner.close()
         early.close()
-        if judge is not None and judge.reader is not None:
-            judge.reader.close()
+        if judge is not None and judge.calls.reader is not None:
+            judge.calls.reader.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
         report.candidate_output = capture.close()
         report.durations_s["judge"] = round(time.perf_counter() - start, 3)

@@ -1,8 +1,8 @@
 """The judge's side of every call of its candidate: the hand-over calibration, the checks, the
 timed windows with their secret re-checks, and what the guards make of the observed calls.
 
-Trusted side. A mixin of ``kag.core.eval.judge.judge.Judge`` (it uses the judge's reference, inputs, clock
-and report); the candidate is driven through ``kag.core.eval.judge.candidate_process.CandidateProcess``,
+Trusted side. ``CandidateCalls`` is an object its ``kag.core.eval.judge.judge.Judge`` holds
+(``judge.calls``), given the judge's reference, clock and report and asking it for seeds and inputs; the candidate is driven through ``kag.core.eval.judge.candidate_process.CandidateProcess``,
 the windows by ``kag.core.eval.judge.judge_windows`` and their arithmetic by ``kag.core.eval.judge.judge_timing``.
 
 The order of a candidate's life: its profiler starts (kernel records on for every call from here to
@@ -92,16 +92,34 @@ TIMING_ATTEMPTS = 2  # a timing that looks like skipped work is taken again once
 
 
 class CandidateCalls:
-    """What the judge does with its candidate, window by window (a part of ``Judge``)."""
+    """What the judge does with its candidate, window by window: an object its ``Judge`` holds
+    (``judge.calls``). The judge's fixed state (spec, report, clock, device, the reference and its
+    tolerance) is taken once here; seeds, inputs, the comparison, the GPU probe, the runner's null
+    windows, the timing slot and the CPU provenance are asked of ``judge``."""
 
-    spec: JudgeSpec
-    report: JudgeReport
-
-    def settle(self) -> None:
-        """Flush the cache and wait for the judge's own GPU work: where every window and hand-over
-        of the candidate starts from (and so where the calibration's do)."""
-        self.clock.flush()
-        self.clock.synchronize()
+    def __init__(self, judge: Any):
+        self.judge = judge
+        self.spec: JudgeSpec = judge.spec
+        self.report: JudgeReport = judge.report
+        self.clock, self.device, self.cuda, self.plugins = judge.clock, judge.device, judge.cuda, judge.plugins
+        self.model, self.local, self.reference_output = judge.model, judge.local, judge.reference_output
+        self.tolerance, self.ref64 = judge.tolerance, judge.ref64
+        self.sets: list[list[Any]] = []  # the candidate's input sets, shared with this process
+        self.check_per_call_s = 0.0  # a call's time in the checks' windows (cold: an overestimate)
+        self.candidate: Any = None
+        self.reader: Any = None  # GPU: the candidate's allocations, mapped here (kag.core.eval.judge.gpu_outputs)
+        self.where: list[Any] = []  # where the last window's outputs are, from its end's answer
+        self.capture_s = 0.0  # the slowest capture of a check's output (a read or hand-over)
+        self.verify_s = 0.0  # ... and comparison
+        self.recheck_p = 0.0
+        self.rechecked = 0
+        self.skipped_why: str | None = None  # the last timing looked like work skipped on some calls
+        self.calls_seen = 0  # the candidate's calls so far, every window's
+        self.compared_at: list[int] = []  # which of them had their outputs compared
+        self.defer_checks = False
+        self._window_budget: int | None = None  # every window's memory budget (judge_calls.window_budget)
+        self.sample_plan: Any = None  # secret positions where large GPU outputs are re-checked (output_samples)
+        self.pending: list[tuple[str, int, Any, int | None]] = []  # captured outputs compared after the last window
 
     def start_candidate(self, cand: CandidateProcess) -> CandidateProcess:
         """Start the profiler, calibrate output hand-overs while no solution code exists in the
@@ -112,13 +130,13 @@ class CandidateCalls:
         spec = self.spec
         load_s = spec.timeouts.load_s
         start = time.perf_counter()
-        cand.probe = self.gpu_probe()  # made while the candidate is stopped and its device idle
+        cand.probe = self.judge.gpu_probe()  # made while the candidate is stopped and its device idle
         cand.spin = self.cuda
         # the profiler runs from here to the last window: every call, checked or timed, under the
         # same session, kernel records included (kag.core.eval.candidate.observe)
         cand.exchange(("observe", {"kernels": True}), load_s, "starting the observer", expect="observing")
-        if self.probe is not None:
-            self.report.calibration["idle_probe_us"] = round(self.probe.idle_s * 1e6, 2)
+        if self.judge.probe is not None:
+            self.report.calibration["idle_probe_us"] = round(self.judge.probe.idle_s * 1e6, 2)
         if self.cuda:
             from kag.core.eval.judge.gpu_outputs import SegmentReader
 
@@ -210,7 +228,7 @@ class CandidateCalls:
         """The reference's output on the inputs of ``seed`` (the inputs freed at once)."""
         import torch
 
-        inputs = self.make_inputs(seed)
+        inputs = self.judge.make_inputs(seed)
         with torch.no_grad():
             return self.model(*inputs)
 
@@ -219,7 +237,7 @@ class CandidateCalls:
         if isinstance(out, str):
             return out
         ref = self.reference_on(seed)
-        mismatch = self.compare(ref, out, seed, where)
+        mismatch = self.judge.compare(ref, out, seed, where)
         del ref
         return mismatch
 
@@ -236,13 +254,13 @@ class CandidateCalls:
         verifies: list[float] = []
         windows_s: list[float] = []
         try:
-            seeds = [secrets.randbits(62) if self.spec.seed is None else self.derived_seed("check", k)
+            seeds = [secrets.randbits(62) if self.spec.seed is None else self.judge.derived_seed("check", k)
                      for k in range(n)]
             for first in range(0, n, per):
                 chunk = seeds[first:first + per]
                 for j, seed in enumerate(chunk):
-                    self.fill(self.sets[j], self.make_inputs(seed))
-                self.settle()
+                    self.judge.fill(self.sets[j], self.judge.make_inputs(seed))
+                self.judge.settle()
                 mark("judge", "checks: inputs ready")
                 phase = f"the {n} checks" if n > 1 else "the check"
                 windows_s.append(cand.window(len(chunk), limit, phase) / len(chunk))
@@ -258,14 +276,14 @@ class CandidateCalls:
                     verifies.append(time.perf_counter() - t1)  # ... if it were compared there
                     mark("judge", f"check {first + j + 1}: compared")
                     if mismatch is not None:
-                        return self.fail("mismatch", f"check {first + j + 1} of {n}: {mismatch}")
+                        return self.judge.fail("mismatch", f"check {first + j + 1} of {n}: {mismatch}")
             self.check_per_call_s = min(windows_s)
             # the gap after a window is padded to hold a re-check's capture: typical, with room for noise
             self.capture_s = 2.0 * statistics.median(captures)
             self.verify_s = 2.0 * statistics.median(verifies)
         finally:
             self.report.durations_s["checks"] = round(time.perf_counter() - start, 3)
-            self.free()
+            self.judge.free()
         self.report.correct = True
         return True
 
@@ -285,7 +303,7 @@ class CandidateCalls:
         for attempt in range(TIMING_ATTEMPTS):
             self.skipped_why = None
             meter = LoadMeter((cand.pid,))  # the candidate cannot fork (seccomp): others' CPU is not its own
-            with self.timing_slot().exclusive() as slot:  # machine-wide: no other timing, no heavy work
+            with self.judge.timing_slot().exclusive() as slot:  # machine-wide: no other timing, no heavy work
                 with meter.measuring():
                     timed = self.timed_windows(cand)
                 cond = attrs.evolve(slot)
@@ -325,7 +343,7 @@ class CandidateCalls:
         memory free at its own time, eager, timed while the candidate held its sets, got windows of
         one call where the candidate had two (+9.6% on a 3.4 ms sum on an H100)."""
         if self._window_budget is None:
-            staged = (len(self.sets) + len(getattr(self, "runner_sets", []))) * tree_bytes(self.local)
+            staged = (len(self.sets) + len(getattr(self.judge, "runner_sets", []))) * tree_bytes(self.local)
             self._window_budget = self.budget_bytes(staged)
             self.report.calibration["window_budget_bytes"] = self._window_budget
         return self._window_budget
@@ -409,14 +427,14 @@ class CandidateCalls:
             def sizing(plan: Plan) -> WindowTiming:  # windows sized by the (cold) checks, then re-sized warm
                 self.recheck_p = recheck_probability(plan.calls * (spec.num_timed + spec.warmup),
                                                      spec.do_correctness)
-                return run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
+                return run_windows(self.judge, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
                                    phase="warming up", after=self.rechecker(cand), deadline=deadline, counter=counter)
 
             calls, per_call_s, warm = self.sized_calls(cand, self.sets, first, sizing)
             if warm.failed:
                 return False
-            if self.provenance is not None:
-                self.provenance.expected_s = per_call_s
+            if self.judge.provenance is not None:
+                self.judge.provenance.expected_s = per_call_s
         plan = Plan.make(calls, timed=timed_windows(calls, spec.num_timed, self.cuda),
                          warmup=warmup_windows(calls, spec.warmup, self.cuda),
                          sampled=SAMPLED_WINDOWS["cuda" if self.cuda else "cpu"] if self.sampling() and not resized
@@ -432,7 +450,7 @@ class CandidateCalls:
             self.defer_checks = True
             self.report.calibration["rechecked_share"] = round(self.sample_plan.share, 6)
         pause = self.pause_s(cand, calls)
-        timing: WindowTiming = run_windows(self, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
+        timing: WindowTiming = run_windows(self.judge, cand, self.sets, plan, purpose="timed", timeout_s=spec.timeouts.timing_s,
                                            phase="timing", after=self.rechecker(cand), pause_s=pause,
                                            sampler=self.sampler, deadline=deadline, counter=counter)
         if not resized and not timing.failed and not self.more_samples(cand, calls, deadline, counter,
@@ -459,7 +477,7 @@ class CandidateCalls:
         gap, bound the candidate's null base (kag.core.eval.judge.judge_timing.null_base_cap)."""
         from kag.core.eval.judge.judge_timing import median, null_base_cap
 
-        runner_null = self.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
+        runner_null = self.judge.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
         cap = null_base_cap(runner_null)
         if cap is None:
             return
@@ -498,7 +516,7 @@ class CandidateCalls:
         of the candidate's long and short windows (kag.core.eval.judge.judge_timing.intercept_cap)."""
         from kag.core.eval.judge.judge_timing import intercept_cap, median
 
-        runner_null = self.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
+        runner_null = self.judge.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
         timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
         baselines = tuple(s.intercept_ms * 1e-3 for s in timed if s is not None and s.intercept_ms is not None)
         cap = intercept_cap(runner_null, baselines)
@@ -528,11 +546,11 @@ class CandidateCalls:
         from kag.core.eval.judge.judge_windows import run_windows
 
         done = 0
-        while self.provenance is not None and (done < at_least or (
-                not self.provenance.enough() and done < at_least + EXTRA_SAMPLED_WINDOWS
+        while self.judge.provenance is not None and (done < at_least or (
+                not self.judge.provenance.enough() and done < at_least + EXTRA_SAMPLED_WINDOWS
                 and deadline - time.monotonic() > 0.25 * limit_s)):
             batch = 16 if done >= at_least else min(16, at_least - done)
-            more = run_windows(self, cand, self.sets, Plan(calls=calls, order=["sampled"] * batch), purpose="timed",
+            more = run_windows(self.judge, cand, self.sets, Plan(calls=calls, order=["sampled"] * batch), purpose="timed",
                                timeout_s=limit_s, phase="sampling", after=self.rechecker(cand),
                                sampler=self.sampler, deadline=deadline, counter=counter)
             done += batch
@@ -547,11 +565,11 @@ class CandidateCalls:
         the provenance judges an untimed evaluation as it does a timed one."""
         from kag.core.eval.judge.judge_timing import UNTIMED_SAMPLED_WINDOWS
 
-        if self.provenance is None or self.cuda:  # on a GPU not yet run: untimed GPU evaluations unsampled
+        if self.judge.provenance is None or self.cuda:  # on a GPU not yet run: untimed GPU evaluations unsampled
             return True
         limit = self.spec.timeouts.timing_s
         calls = self.window_calls(cand, self.sets, self.check_per_call_s, self.spec.timeouts.load_s)
-        self.provenance.expected_s = self.check_per_call_s
+        self.judge.provenance.expected_s = self.check_per_call_s
         return self.more_samples(cand, calls, time.monotonic() + limit, [0], limit, at_least=UNTIMED_SAMPLED_WINDOWS)
 
     def pause_s(self, cand: CandidateProcess, calls: int) -> float:
@@ -560,8 +578,8 @@ class CandidateCalls:
         with a margin."""
         t0 = time.perf_counter()
         for j in range(calls):
-            self.fill(self.sets[j], self.make_inputs(self.derived_seed("pause", j)))
-        self.settle()
+            self.judge.fill(self.sets[j], self.judge.make_inputs(self.judge.derived_seed("pause", j)))
+        self.judge.settle()
         fill_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         cand.exchange(("poison", None), self.spec.timeouts.check_s, "poisoning", expect="poisoned")
@@ -597,7 +615,7 @@ class CandidateCalls:
                 else:
                     mismatch = self.verify(out, seeds[j], where)
                     if mismatch is not None:
-                        self.fail("mismatch", f"{where}: {mismatch}")
+                        self.judge.fail("mismatch", f"{where}: {mismatch}")
                         return None
                     chosen = True
             cand.exchange(("poison", None), self.spec.timeouts.check_s, "poisoning", expect="poisoned")
@@ -615,7 +633,7 @@ class CandidateCalls:
             mismatch = (verify_sampled(self, self.sample_plan, out, seed, where) if self.sample_plan is not None
                         else self.verify(out, seed, where))
             if mismatch is not None:
-                self.fail("mismatch", f"{where}: {mismatch}")
+                self.judge.fail("mismatch", f"{where}: {mismatch}")
                 return False
             if window is not None and window not in timing.verified:
                 timing.verified.append(window)
@@ -624,7 +642,7 @@ class CandidateCalls:
 
     def sampling(self) -> bool:
         """Whether sampled windows run (the candidate's CPU time sampled from outside: provenance)."""
-        return self.provenance is not None
+        return self.judge.provenance is not None
 
     def sampler(self, calls: int, timing: Any) -> Any:
         """A fresh sampler for a sampled window of ``calls`` calls, its stops spread over a call's time
@@ -632,12 +650,12 @@ class CandidateCalls:
         and the checks' estimates, taken cold or under another load, were off by up to ten times)."""
         from kag.core.eval.judge.judge_timing import median
 
-        if self.provenance is None:
+        if self.judge.provenance is None:
             return None
         measured = timing.timed_s or timing.sampled_s
         if measured and timing.calls:
-            self.provenance.expected_s = median(measured[-5:]) / timing.calls
-        return self.provenance.window_sampler(calls)
+            self.judge.provenance.expected_s = median(measured[-5:]) / timing.calls
+        return self.judge.provenance.window_sampler(calls)
 
     def record_timing(self, timing: Any, plan: Any, pause: float) -> None:
         from kag.core.eval.judge.judge_timing import skipped_work
@@ -658,8 +676,8 @@ class CandidateCalls:
                                      f"({credited:.4g} ms): credited as that")
         self.report.times_ms["candidate"] = credited
         self.report.timing["candidate_window"] = summarize([w * 1000.0 for w in timing.timed_s])
-        if self.probe is not None and self.probe.waits:
-            cal["probe_waits"] = self.probe.waits
+        if self.judge.probe is not None and self.judge.probe.waits:
+            cal["probe_waits"] = self.judge.probe.waits
         # judged in time_candidate, once the load of these windows is known
         self.skipped_why = skipped_work(estimates, [estimates[i] for i in timing.verified])
 
@@ -694,13 +712,13 @@ class CandidateCalls:
             self.report.violations.append({"guard": "evaluator", "detail": (
                 f"timing: the candidate ran {ops} while handing an output over: work done after its call "
                 f"returned, where the call's time does not count it")})
-        if self.provenance is not None:
+        if self.judge.provenance is not None:
             eager_ms = self.report.times_ms.get("eager")  # the absolute rule's yardstick (timed windows only)
-            self.provenance.eager_s = eager_ms / 1e3 if timed and isinstance(eager_ms, (int, float)) and eager_ms > 0 else None
-            for detail in self.provenance.verdicts():  # the no-torch-fallback policy, checked by where the time goes
+            self.judge.provenance.eager_s = eager_ms / 1e3 if timed and isinstance(eager_ms, (int, float)) and eager_ms > 0 else None
+            for detail in self.judge.provenance.verdicts():  # the no-torch-fallback policy, checked by where the time goes
                 self.report.violations.append({"guard": "no-torch-fallback", "detail": f"provenance: {detail}"})
-            self.report.observed["cpu_samples"] = self.provenance.summary()
-            self.provenance.close()
+            self.report.observed["cpu_samples"] = self.judge.provenance.summary()
+            self.judge.provenance.close()
         path = reply[1].get("path_us")
         if timed and isinstance(path, dict):  # the candidate's own account of a call's path: shown only
             self.report.calibration["path_us"] = path_account(path)

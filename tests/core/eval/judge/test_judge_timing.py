@@ -168,6 +168,7 @@ class _Timing:
         from kag.core.eval.boundary import JudgeReport
 
         self.report, self.tmp_path, self.busy, self.attempts = JudgeReport(), tmp_path, busy, 0
+        self.judge = self  # stands for the judge and its calls both
 
     def timing_slot(self):
         from kag.core.eval.orchestrator.timing_lock import TimingSlot
@@ -287,6 +288,7 @@ class _SizedWindows:
         self.spec = SimpleNamespace(timeouts=Timeouts())
         self.call_s, self.path_s, self.end_s = call_s, path_s, end_s
         self.rounds: list[int] = []
+        self.judge = self  # stands for the judge and its calls both
 
     def window_calls(self, proc, sets, per_call_s: float, timeout_s: float) -> int:  # noqa: ANN001
         return choose_calls(per_call_s, 1 << 20, 1 << 40, gpu=True)
