@@ -19,13 +19,13 @@ __all__ = ["evaluate", "evaluate_many", "load_task", "load_solution", "parse_com
 _WHERE = {
     "evaluate": "kag.api", "evaluate_many": "kag.api", "load_task": "kag.api", "load_solution": "kag.api",
     "parse_completion": "kag.core.solution_text", "AnswerFormatError": "kag.core.solution_text",
-    "EvalOptions": "kag.core.eval.evaluate", "EvalResult": "kag.core.records", "Task": "kag.core.records",
+    "EvalOptions": "kag.core.eval.orchestrator.evaluate", "EvalResult": "kag.core.records", "Task": "kag.core.records",
     "Solution": "kag.core.records", "TaskError": "kag.core.tasks",
 }
 
 if TYPE_CHECKING:
     from kag.api import evaluate, evaluate_many, load_solution, load_task
-    from kag.core.eval.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
     from kag.core.records import EvalResult, Solution, Task
     from kag.core.solution_text import AnswerFormatError, parse_completion
     from kag.core.tasks import TaskError

@@ -1,6 +1,6 @@
 """kag's public Python API: load a task, read a solution, evaluate it. Re-exported by ``kag``.
 
-Trusted side: these run the trusted evaluator (``kag.core.eval.evaluate``); a solution is only read
+Trusted side: these run the trusted evaluator (``kag.core.eval.orchestrator.evaluate``); a solution is only read
 here (files or text), never imported. What is stable: the names in ``kag.__all__`` and the
 keyword options of ``evaluate`` (the fields of ``EvalOptions``, plus ``backend="auto"``).
 
@@ -96,8 +96,8 @@ def load_solution(source: SolutionLike) -> Solution:
 def make_options(backend: str = "auto", **options: Any) -> Any:
     """``EvalOptions`` from keywords (its field names); ``backend="auto"`` picks cuda when usable.
     An unknown keyword is a TypeError that lists the known ones."""
-    from kag.core.eval.evaluate import EvalOptions
-    from kag.core.eval.gpu_pool import pick_backend
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend
 
     known = {f.name for f in attrs.fields(EvalOptions)}
     unknown = sorted(set(options) - known)
@@ -119,7 +119,7 @@ def evaluate(task: TaskLike, solution: SolutionLike, *, backend: str = "auto", p
     the fields of ``kag.EvalOptions`` (num_checks, num_timed, warmup, tolerance, reward, seed, ...).
     Never raises for what the solution does; raises TaskError/AnswerFormatError/TypeError for bad
     arguments. Solution text with no readable solution gets the failure verdict (reward -1)."""
-    from kag.core.eval.evaluate import evaluate as trusted_evaluate
+    from kag.core.eval.orchestrator.evaluate import evaluate as trusted_evaluate
     from kag.core.solution_text import AnswerFormatError
 
     eval_options = make_options(backend, **options)
@@ -138,7 +138,7 @@ def evaluate_many(pairs: Iterable[tuple[TaskLike, SolutionLike]], *, backend: st
     as there are devices (one on the cpu backend, which times on the one CPU)."""
     import concurrent.futures
 
-    from kag.core.eval.gpu_pool import default_pool
+    from kag.core.eval.orchestrator.gpu_pool import default_pool
 
     items = list(pairs)
     chosen = make_options(backend, **options).backend

@@ -57,7 +57,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
                            "parse_dataset_spec", "parse_ids", "read_text"),
     },
     "guards": {
-        "kag.core.eval.guarding": ("GuardBase", "GuardOptions", "RunInfo", "SourceFile", "dotted_name",
+        "kag.core.eval.orchestrator.guarding": ("GuardBase", "GuardOptions", "RunInfo", "SourceFile", "dotted_name",
                                    "import_aliases", "parse_python", "regex_hits", "resolve", "solution_files",
                                    "strip_cpp_comments"),
         "kag.core.trust.symbols": ("demangle", "refused_imports"),
@@ -74,15 +74,15 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "kag.core.agent.workspace": ("read_solution", "skill_text"),
     },
     "evaluation (backends, baselines, sandboxes that run the evaluator)": {
-        "kag.core.eval.evaluate": ("COMPILE_MODES", "EvalOptions", "evaluate", "finish_verdict", "backend_device",
+        "kag.core.eval.orchestrator.evaluate": ("COMPILE_MODES", "EvalOptions", "evaluate", "finish_verdict", "backend_device",
                                    "guard_options", "needs_build", "static_violations"),
-        "kag.core.eval.build": ("BuildResult", "BuildSetupError", "build_solution", "cache_key_material",
+        "kag.core.eval.orchestrator.build": ("BuildResult", "BuildSetupError", "build_solution", "cache_key_material",
                                 "cache_root", "tool_version", "torch_info", "trusted_stores"),
-        "kag.core.eval.baseline_cache": ("BaselineCache", "cache_key"),
-        "kag.core.eval.gpu_pool": ("cuda_home", "default_pool", "gpu_arch", "list_gpus", "pick_backend"),
-        "kag.core.eval.timing_lock": ("TimingSlot", "host_work", "slot_name"),
-        "kag.core.eval.judge_process": ("keep_judges_warm",),
-        "kag.core.eval.remote": ("ExecutorEvaluations",),
+        "kag.core.eval.orchestrator.baseline_cache": ("BaselineCache", "cache_key"),
+        "kag.core.eval.orchestrator.gpu_pool": ("cuda_home", "default_pool", "gpu_arch", "list_gpus", "pick_backend"),
+        "kag.core.eval.orchestrator.timing_lock": ("TimingSlot", "host_work", "slot_name"),
+        "kag.core.eval.orchestrator.judge_process": ("keep_judges_warm",),
+        "kag.core.eval.serve.remote": ("ExecutorEvaluations",),
     },
     "executors": {
         "kag.core.executor": ("ExecutorStats", "Job", "JobOutcome", "LocalExecutor", "call_job", "wants_restart"),
@@ -144,17 +144,17 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.data.synthesis import (CRAWL_CHOICES, CRAWL_SHAPES, SIZE_PROFILES, ComposedTask, ComposeError,
                                          CrawlResult, Seed, Step, SynthesisError, expand, fill_values, probe_output,
                                          render_task, sample_shape)
-    from kag.core.eval.baseline_cache import BaselineCache, cache_key
-    from kag.core.eval.build import (BuildResult, BuildSetupError, build_solution, cache_key_material, cache_root,
+    from kag.core.eval.orchestrator.baseline_cache import BaselineCache, cache_key
+    from kag.core.eval.orchestrator.build import (BuildResult, BuildSetupError, build_solution, cache_key_material, cache_root,
                                      tool_version, torch_info, trusted_stores)
-    from kag.core.eval.evaluate import (COMPILE_MODES, EvalOptions, backend_device, evaluate, finish_verdict,
+    from kag.core.eval.orchestrator.evaluate import (COMPILE_MODES, EvalOptions, backend_device, evaluate, finish_verdict,
                                         guard_options, needs_build, static_violations)
-    from kag.core.eval.gpu_pool import cuda_home, default_pool, gpu_arch, list_gpus, pick_backend
-    from kag.core.eval.guarding import (GuardBase, GuardOptions, RunInfo, SourceFile, dotted_name, import_aliases,
+    from kag.core.eval.orchestrator.gpu_pool import cuda_home, default_pool, gpu_arch, list_gpus, pick_backend
+    from kag.core.eval.orchestrator.guarding import (GuardBase, GuardOptions, RunInfo, SourceFile, dotted_name, import_aliases,
                                         parse_python, regex_hits, resolve, solution_files, strip_cpp_comments)
-    from kag.core.eval.judge_process import keep_judges_warm
-    from kag.core.eval.remote import ExecutorEvaluations
-    from kag.core.eval.timing_lock import TimingSlot, host_work, slot_name
+    from kag.core.eval.orchestrator.judge_process import keep_judges_warm
+    from kag.core.eval.serve.remote import ExecutorEvaluations
+    from kag.core.eval.orchestrator.timing_lock import TimingSlot, host_work, slot_name
     from kag.core.executor import ExecutorStats, Job, JobOutcome, LocalExecutor, call_job, wants_restart
     from kag.core.extras import install_hint, missing
     from kag.core.hookspecs import Register, hookimpl

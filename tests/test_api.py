@@ -18,7 +18,7 @@ QUICK = dict(num_checks=2, num_timed=5, warmup=1)
 def test_every_public_name_resolves_and_import_kag_stays_light():
     for name in kag.__all__:
         assert getattr(kag, name) is not None, name
-    code = "import sys, kag; print(sorted(m for m in ('torch', 'kag.api', 'kag.core.eval.evaluate') if m in sys.modules))"
+    code = "import sys, kag; print(sorted(m for m in ('torch', 'kag.api', 'kag.core.eval.orchestrator.evaluate') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -4,9 +4,9 @@ evaluator on this machine's GPU and print a table: case, expected, got, ok.
     python bench/scripts/adversarial.py [--only NAME,...] [--no-timing] [--cpu] [--shard K/N] [--jobs J]
                                 [--no-static-guards] [--family]
 
-Every case goes through ``tests.adversarial.runner.run_case``: the same ``kag.core.eval.evaluate`` wiring
+Every case goes through ``tests.adversarial.runner.run_case``: the same ``kag.core.eval.orchestrator.evaluate`` wiring
 (static guards, build, judge, runtime guards in the candidate, re-checked timed iterations) that the
-CPU tests use; it refuses to run until ``kag.core.eval.evaluate.RUNTIME_GUARDS_WIRED`` is set.
+CPU tests use; it refuses to run until ``kag.core.eval.orchestrator.evaluate.RUNTIME_GUARDS_WIRED`` is set.
 Writes adversarial.json (every row plus the device) and adversarial.md (the table) to $OUT when it
 is set (adversarial_no_static.* with ``--no-static-guards``: every guard's source check off, so
 every verdict comes from the runtime defences alone; a case then passes when it fails (-1) or gets
@@ -146,7 +146,7 @@ def main() -> int:
         return case, ok, got, time.perf_counter() - start, windows_of(result), samples_of(result)
 
     if backend == "cuda":  # judges started ahead of need, as in an agent episode or kag eval
-        from kag.core.eval.judge_process import keep_judges_warm
+        from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
         keep_judges_warm(max(1, args.jobs))
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -163,7 +163,7 @@ def main() -> int:
                   f"{'' if delta is None else delta:>7}  {got[:120]}", flush=True)
             write_tables(rows, backend, static)
     if args.jobs > 1 and base is not None:
-        from kag.core.eval.judge_process import keep_judges_warm
+        from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
         keep_judges_warm(0)
         time.sleep(3)

@@ -1,4 +1,4 @@
-"""How long the judge's output comparison (kag.core.eval.compare) takes on the GPU, per output size.
+"""How long the judge's output comparison (kag.core.eval.judge.compare) takes on the GPU, per output size.
 
 The judge compares every check's output with the reference's: for KernelBench's largest level-1
 outputs (4096 x 393216 fp32, 6.4 GB) this is part of every evaluation's latency.
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def main() -> int:
     import torch
 
-    from kag.core.eval.compare import compare_outputs
+    from kag.core.eval.judge.compare import compare_outputs
     from kag.plugins.tolerances.rules import CudaAgentTolerance
 
     tol = CudaAgentTolerance().tolerance

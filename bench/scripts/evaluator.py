@@ -46,7 +46,7 @@ def print_timeline(title: str, stderr: str, result: dict) -> None:
 def score_through_server(repo: Path, env: dict, cases: list, backend: str = "cuda") -> list[dict]:
     """Start `kag serve`, wait until a judge is warm, then time `kag score --server` (a fresh CLI
     process each time, as a user runs it) twice per case; the second run of the first case traced."""
-    from kag.core.eval.server import ping
+    from kag.core.eval.serve.server import ping
 
     sock = Path(tempfile.mkdtemp(prefix="kag-srv-")) / "eval.sock"
     server_env = dict(env, KAG_TRACE="1")
@@ -105,8 +105,8 @@ def main() -> int:
 
     import torch
 
-    from kag.core.eval.build import build_solution
-    from kag.core.eval.evaluate import EvalOptions, evaluate
+    from kag.core.eval.orchestrator.build import build_solution
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
     from kag.core.plugins import Plugins
     from kag.core.records import Task
     from kag.core.agent.workspace import make_workspace, read_solution, write_solution
@@ -181,7 +181,7 @@ def main() -> int:
     rows["score_via_server"] = server_rows
 
     # 4. the evaluation inside a long-lived process (an agent episode, kag eval): a judge kept warm
-    from kag.core.eval.judge_process import keep_judges_warm
+    from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
     keep_judges_warm(1)
     time.sleep(15)  # the warm judge imports torch meanwhile, as it does while an agent thinks

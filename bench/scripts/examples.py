@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
 
 
 def score(ex: Path, task: Any, plugins: Any, num_checks: int) -> dict:
-    from kag.core.eval.evaluate import EvalOptions, evaluate
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
     from kag.core.records import to_dict
     from kag.core.agent.workspace import read_solution
 

@@ -1,5 +1,5 @@
 """The lazy-output attack and honest solutions of the same task through the judge, several times
-each, with the hand-over figures behind each verdict (kag.core.eval.judge_timing: the fold).
+each, with the hand-over figures behind each verdict (kag.core.eval.judge.judge_timing: the fold).
 
     python3 bench/scripts/fold_check.py --repeat 3 [--cases lazy_output_harness,example_relu,tiny_honest]
 Prints one JSON line per evaluation and a table; run on a GPU (the CPU has no hand-over).

@@ -83,8 +83,8 @@ EOF
       timeout 120 python3 bench/scripts/path_cost.py --out "$OUT" 2>&1 | tee "$OUT/pathcost.log" ;;
     gputests)
       step "GPU test files"
-      timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
-        tests/plugins/backends/test_cuda.py tests/core/eval/test_judge_timing.py tests/core/eval/test_windows.py 2>&1 \
+      timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
+        tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
@@ -104,7 +104,7 @@ EOF
       timeout 240 python3 bench/scripts/gpu_probe_thread_launches.py 2>&1 | tee "$OUT/threadprobe.log" | cut -c1-900 ;;
     budget)
       step "both sides' windows from one budget (GPU test)"
-      timeout 240 python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+      timeout 240 python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         -k same_length 2>&1 | tee "$OUT/budget.log" | tail -8 ;;
     mremapprobe)
       step "the fatbin wall against mremap"
@@ -128,7 +128,7 @@ EOF
       timeout 300 python3 bench/scripts/gpu_probe_compile_spread.py --out "$OUT" 2>&1 | tee "$OUT/compileprobe.log" | cut -c1-400 ;;
     shortend)
       step "a short window's end, untimed: protocol tests and the padded-end cases"
-      timeout "${SHORT_TIMEOUT:-300}" python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/test_windows.py \
+      timeout "${SHORT_TIMEOUT:-300}" python3 -m pytest -q -x -s -p no:cacheprovider tests/core/eval/judge/test_windows.py \
         tests/adversarial/test_gpu_cases.py 2>&1 | tee "$OUT/shortend.log" | tail -15 ;;
     oldtree)
       step "the padded-end cases on the code before ($OLD_TREE)"
@@ -137,7 +137,7 @@ EOF
         | tee "$OUT/oldtree.log" | cut -c1-300) ;;
     nullcap)
       step "a GPU null base bounded by the runner's (13 GB a call)"
-      timeout "${NULLCAP_TIMEOUT:-400}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/test_evaluate_gpu.py \
+      timeout "${NULLCAP_TIMEOUT:-400}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         -k null_base 2>&1 | tee "$OUT/nullcap.log" | tail -12 ;;
     smallpath)
       step "a small kernel's window: eager and candidate, bare and observed"

@@ -46,7 +46,7 @@ def run(upto: str) -> None:
                 torch.ones(1, device="cuda").fill_(3.0)
             torch.cuda.synchronize()
         elif step == "observer":
-            from kag.core.eval.observe import CallObserver
+            from kag.core.eval.candidate.observe import CallObserver
 
             obs = CallObserver("cuda", kernels=True)
             obs.start()

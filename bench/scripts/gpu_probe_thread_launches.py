@@ -1,4 +1,4 @@
-"""What the candidate's observer (kag.core.eval.observe) records of a kernel's launch, by who
+"""What the candidate's observer (kag.core.eval.candidate.observe) records of a kernel's launch, by who
 launches it (the corpus case overlap_threads, a std::thread launching a call's kernel
 after the call returned, was not seen). One profiler session like the observer's; each case is
 called inside a forward range a few times:
@@ -53,7 +53,7 @@ def main() -> None:
     import torch
     from torch.utils.cpp_extension import load_inline
 
-    from kag.core.eval.observe import HARNESS_RANGES, CallObserver, Observations, launches, raw_events, summarize_events
+    from kag.core.eval.candidate.observe import HARNESS_RANGES, CallObserver, Observations, launches, raw_events, summarize_events
 
     t0 = time.time()
     ext = load_inline("kag_probe_threads", CPP_SRC, cuda_sources=CUDA_SRC,

@@ -55,7 +55,7 @@ for s in steps:
                 torch.ones(1, device="cuda").fill_(2.0)
             torch.cuda.synchronize()
         elif s == "prof_on":
-            from kag.core.eval.observe import CallObserver
+            from kag.core.eval.candidate.observe import CallObserver
             prof = CallObserver("cuda", kernels=True); prof.start()
         elif s == "wall":
             out["walled"] = fatbin_wall.raise_wall()
@@ -72,7 +72,7 @@ print("RESULT " + json.dumps(out))
 THREADS = r'''
 import json, threading
 import torch
-from kag.core.eval.observe import CallObserver, raw_events, launches, HARNESS_RANGES
+from kag.core.eval.candidate.observe import CallObserver, raw_events, launches, HARNESS_RANGES
 x = torch.randn(1 << 20, device="cuda"); torch.relu(x); torch.sigmoid(x); torch.cuda.synchronize()
 obs = CallObserver("cuda", kernels=True); obs.start()
 with obs.forward_range():

@@ -73,7 +73,7 @@ for stage in "$@"; do
         --only cublas_forbidden,tf32_flag,background_thread 2>&1 | tee "$OUT/retry.log" | cut -c1-200 ;;
     gputests)
       step "GPU test files"
-      timeout 560 python3 -m pytest -q -m "gpu" tests/core/eval/test_evaluate_gpu.py tests/plugins/backends/test_cuda.py \
+      timeout 560 python3 -m pytest -q -m "gpu" tests/core/eval/orchestrator/test_evaluate_gpu.py tests/plugins/backends/test_cuda.py \
         2>&1 | tail -15 ;;
   esac
 done

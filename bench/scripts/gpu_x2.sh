@@ -23,7 +23,7 @@ case "${1:-verify}" in
 verify)
   step "GPU 0: pytest (evaluate, NVRTC, isolation) | GPU 1: adversarial corpus with timing"
   (CUDA_VISIBLE_DEVICES=0 KAG_TEST_KERNELBENCH="$KAG_KERNELBENCH" timeout 540 python3 -m pytest -q -p no:cacheprovider \
-     tests/core/eval/test_evaluate_gpu.py tests/plugins/backends/test_nvrtc.py tests/core/trust/test_isolation.py \
+     tests/core/eval/orchestrator/test_evaluate_gpu.py tests/plugins/backends/test_nvrtc.py tests/core/trust/test_isolation.py \
      > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
   (CUDA_VISIBLE_DEVICES=1 timeout 540 python3 bench/scripts/adversarial.py --jobs 4 > "$OUT/adversarial.log" 2>&1;
      echo "corpus exit $?" >> "$OUT/adversarial.log") &

@@ -142,7 +142,7 @@ class Server:
         self.proc = subprocess.Popen(kag("serve", "--socket", self.socket, *extra), env=self.env, stderr=subprocess.PIPE,
                                      stdout=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 180
-        code = f"from kag.core.eval.server import ping; ping({self.socket!r})"
+        code = f"from kag.core.eval.serve.server import ping; ping({self.socket!r})"
         while subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True).returncode:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"kag serve did not start: {self.proc.stderr.read().decode()[-2000:]}")

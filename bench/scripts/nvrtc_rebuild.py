@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kag.core.eval.build import build_solution
+from kag.core.eval.orchestrator.build import build_solution
 from kag.core.plugins import Plugins
 from kag.core.records import Solution
 

@@ -47,7 +47,7 @@ def cpu_dataset(root: Path, names: list[str]) -> tuple[str, str]:
 
 def gpu_count() -> int:
     sys.path.insert(0, str(REPO))
-    from kag.core.eval.gpu_pool import list_gpus
+    from kag.core.eval.orchestrator.gpu_pool import list_gpus
 
     return len(list_gpus())
 

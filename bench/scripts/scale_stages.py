@@ -68,7 +68,7 @@ def filter_rows(args: argparse.Namespace) -> list[dict]:
 def env_rows(args: argparse.Namespace) -> list[dict]:
     import ray
 
-    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.eval.serve.remote import ExecutorEvaluations
     from kag.core.plugins import Plugins
     import functools
 

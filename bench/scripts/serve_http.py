@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from kag.core.eval.http_server import request_json  # noqa: E402 - after the checkout is on the path
+from kag.core.eval.serve.http_server import request_json  # noqa: E402 - after the checkout is on the path
 EXAMPLES = REPO / "examples"
 GPU_DEFAULT = ["diag_matmul", "gemm_divide_sum_scaling", "sum_reduction", "relu"]
 
@@ -154,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     examples = args.examples or (GPU_DEFAULT if args.backend == "cuda" else ["relu", "sigmoid"])
     if args.workers is None:
-        from kag.core.eval.gpu_pool import list_gpus
+        from kag.core.eval.orchestrator.gpu_pool import list_gpus
 
         args.workers = max(2, 2 * len(list_gpus())) if args.backend == "cuda" else 2
     jobs = [(examples[i % len(examples)], task_file(examples[i % len(examples)], args.backend))

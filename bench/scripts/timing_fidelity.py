@@ -2,7 +2,7 @@
 
 Fidelity: for KernelBench tasks whose eager time spans ~10 us to ~10 ms (level-1/2 models with a
 CUDA example solution in examples/, at their own sizes and scaled down), kag's speed-up over eager
-(``kag.core.eval.evaluate``) against the ratio of GPU kernel time (CUPTI, through torch.profiler) of
+(``kag.core.eval.orchestrator.evaluate``) against the ratio of GPU kernel time (CUPTI, through torch.profiler) of
 eager and of the solution, measured in a fresh trusted process of this script's (fresh inputs and
 an L2 flush before every call, median over the calls). On the CPU backend (``--backend cpu``, the
 examples' CPU twins) the independent clock is ``perf_counter`` around each call in such a process.
@@ -82,7 +82,7 @@ def task_of(name: str, backend: str):
 
 def evaluate_once(name: str, backend: str, cache_dir: str, compile_too: bool) -> dict:
     from kag.core.agent.workspace import read_solution
-    from kag.core.eval.evaluate import EvalOptions, evaluate
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
     from kag.core.plugins import Plugins
 
     task, sol_dir = task_of(name, backend)
@@ -117,7 +117,7 @@ def load_pair(name: str, backend: str):
     import torch
 
     from kag.core.agent.workspace import read_solution
-    from kag.core.eval.build import build_solution
+    from kag.core.eval.orchestrator.build import build_solution
     from kag.core.plugins import Plugins
     from kag.core.tasks import load_module
 

@@ -36,8 +36,8 @@ def resolve_backend(workspace: Path, backend: str | None, plugin_pairs: tuple[st
 def build(directory: Path, backend: str | None, out_dir: Path | None, jobs: int | None,
           timeout_s: float, as_json: bool, plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Compile DIR's kernels/ into cuda_extension; exit 1 if the build failed."""
-    from kag.core.eval.build import build_solution
-    from kag.core.eval.feedback import format_build
+    from kag.core.eval.orchestrator.build import build_solution
+    from kag.core.eval.orchestrator.feedback import format_build
     from kag.core.records import to_dict
     from kag.core.agent.workspace import WorkspaceError, build_in_workspace, read_solution
 

@@ -10,7 +10,7 @@ import click
 
 from kag.core.agent.policy import PolicyError
 from kag.core.config import Config, ConfigError, load_config, parse_value
-from kag.core.eval.server import ServerError
+from kag.core.eval.serve.server import ServerError
 from kag.core.plugins import PluginError, Plugins, parse_plugin_options
 from kag.core.records import JsonlError
 from kag.core.tasks import TaskError
@@ -96,8 +96,8 @@ def stop_started_processes() -> None:
     from kag.core.trust.isolation import descendants
 
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
-    if "kag.core.eval.judge_process" in sys.modules:  # an episode's thread must not start one as we go
-        sys.modules["kag.core.eval.judge_process"].STOPPING.set()
+    if "kag.core.eval.orchestrator.judge_process" in sys.modules:  # an episode's thread must not start one as we go
+        sys.modules["kag.core.eval.orchestrator.judge_process"].STOPPING.set()
     for sweep in range(2):  # twice: a thread still in an episode may have started one during the first
         for pid in reversed(descendants(os.getpid())):
             try:
@@ -188,14 +188,14 @@ def make_agent_parts(plugins: Plugins, config: Config, policy: str | None, polic
                      backend: str, max_turns: int, max_context_tokens: int, num_timed: int) -> tuple[str, dict, Any]:
     """Resolve the policy name and options and the agent configuration (nothing is started)."""
     from kag.core.agent.loop import AgentConfig
-    from kag.core.eval.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
 
     if policy:
         plugins.select({"policy": policy})
     name = plugins.selected("policy")
     opts = config.options("policies", name)
     opts.update(parse_key_values(policy_pairs, "--policy-option", "model=my-model"))
-    from kag.core.eval.gpu_pool import pick_backend
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend
 
     cfg = AgentConfig(max_turns=max_turns, max_context_tokens=max_context_tokens,
                       eval_options=EvalOptions(backend=pick_backend(backend), num_timed=num_timed))

@@ -87,7 +87,7 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
                                f"({time.monotonic() - ended[1]:.0f} s)", err=True)
 
             if gpu and executor.name == "local":  # one judge started ahead per episode in flight
-                from kag.core.eval.judge_process import keep_judges_warm
+                from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
                 keep_judges_warm(concurrency or 1)
             workers = concurrency or (None if executor.name != "local" else 1)

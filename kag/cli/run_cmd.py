@@ -33,7 +33,7 @@ def run(task_spec: str, policy: str | None, policy_pairs: tuple[str, ...], backe
     from kag.cli.score_cmd import resolve_task
     from kag.core.agent.loop import Agent
     from kag.core.records import to_dict
-    from kag.core.eval.feedback import format_eval
+    from kag.core.eval.orchestrator.feedback import format_eval
     from kag.core.agent.trajectory import TrajectoryWriter, render_transcript
     from kag.core.agent.workspace import make_workspace, write_solution
 

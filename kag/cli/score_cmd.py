@@ -6,7 +6,7 @@ is short for ``--task DIR/model.py --solution DIR`` (what the skill scripts pass
 test and lint tools have it: 0 the solution passed, 1 the verdict failed (build, guard, mismatch,
 crash, timeout: reward -1), 2 bad usage or input. Where each baseline's time
 came from (the cache and its age, or timed now) is in ``metadata.baseline_cache`` (see
-``kag.core.eval.baseline_cache.BaselineCache.obtain``) and on the baseline's line of the text report.
+``kag.core.eval.orchestrator.baseline_cache.BaselineCache.obtain``) and on the baseline's line of the text report.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable
 import click
 
 from kag.cli.common import make_plugins, plugin_options, progress_status, quiet_option, user_errors
-from kag.core.eval.evaluate import COMPILE_MODES
+from kag.core.eval.orchestrator.evaluate import COMPILE_MODES
 from kag.core.tasks import TaskError
 
 def resolve_task(spec: str, plugins: Any, config: Any) -> Any:
@@ -48,7 +48,7 @@ def result_json(result: Any) -> dict[str, Any]:
 
 
 def print_report(result: Any, echo: Callable[[str], None] = click.echo) -> None:
-    from kag.core.eval.feedback import format_eval
+    from kag.core.eval.orchestrator.feedback import format_eval
 
     echo(format_eval(result))
 
@@ -120,8 +120,8 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
     """Evaluate as ``mode`` says and print the result; returns the exit status."""
     import attrs
 
-    from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
-    from kag.core.eval.gpu_pool import pick_backend
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend
 
     if workspace is not None:
         if task_spec is None and not (workspace / "model.py").is_file():
@@ -148,17 +148,17 @@ def _run(mode: str, task_spec: str | None, solution_dir: Path | None, workspace:
             raise click.UsageError(f"--backend {options.backend} cannot run on this machine: {why} "
                                    f"(pass --backend cpu, or --server SOCKET of a machine that can)")
     if mode == "profile":
-        from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
+        from kag.core.eval.orchestrator.analysis import analyse_reference, format_analysis, is_untouched
 
         if reference or is_untouched(task, solution):
-            from kag.core.eval.evaluate import backend_device
+            from kag.core.eval.orchestrator.evaluate import backend_device
 
             analysis = analyse_reference(task, backend_device(options.backend, plugins), compile_mode)
             click.echo(json.dumps(analysis, indent=2) if as_json else format_analysis(analysis))
             return 0
     with progress_status(quiet, f"kag {mode}: {task.name}") as say:
         if server:
-            from kag.core.eval.server import evaluate_remote
+            from kag.core.eval.serve.server import evaluate_remote
 
             say(f"kag {mode}: {task.name}: evaluating on the server {server}")
             result = evaluate_remote(server, task, solution, options, plugins)

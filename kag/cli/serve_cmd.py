@@ -1,9 +1,9 @@
 """``kag serve``: the trusted evaluator as a long-lived service with judges kept warm.
 
 ``kag score/verify/profile --server SOCKET`` (or ``KAG_EVAL_SERVER=SOCKET``) then skip the seconds a
-fresh judge spends importing torch; the verdict is the same (kag.core.eval.server). ``--http
+fresh judge spends importing torch; the verdict is the same (kag.core.eval.serve.server). ``--http
 HOST:PORT`` adds an HTTP front on the same judges: OpenRLHF's ``/get_reward`` and kag's ``/evaluate``
-(kag.core.eval.http_server).
+(kag.core.eval.serve.http_server).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, tok
           workers: int | None, task_roots: tuple[Path, ...], backend: str, num_timed: int | None, plugin_pairs: tuple[str, ...],
           config_path: str | None) -> None:
     """Serve evaluations to `kag score --server` (and over HTTP with --http) until interrupted."""
-    from kag.core.eval.server import ENV_VAR, EvalServer
-    from kag.core.eval.jsonsocket import SocketInUse
+    from kag.core.eval.serve.server import ENV_VAR, EvalServer
+    from kag.core.eval.serve.jsonsocket import SocketInUse
 
     try:
         server = EvalServer(socket_path, warm=warm)
@@ -71,7 +71,7 @@ def serve(socket_path: Path | None, warm: int | None, http_bind: str | None, tok
                    f"worker(s), queue limit {front.admission.limit}; labels: dataset ids"
                    f"{''.join(f', files under {r}' for r in front.resolve_label.roots)})", err=True)
     try:
-        from kag.core.eval.judge_process import WARM
+        from kag.core.eval.orchestrator.judge_process import WARM
 
         while server.warm and not done.wait(0.2):
             if WARM.count_ready()[1]:
@@ -89,16 +89,16 @@ def _http_front(server: Any, bind: str, token: str | None, max_queue: int, worke
                 task_roots: tuple[Path, ...], backend: str, num_timed: int | None, plugin_pairs: tuple[str, ...],
                 config_path: str | None) -> Any:
     """The HTTP front on ``server``: a label is a dataset id or a task file under ``task_roots``
-    (kag.core.eval.task_labels), /get_reward judges with the plugins of --plugin and kag.toml (read
+    (kag.core.eval.serve.task_labels), /get_reward judges with the plugins of --plugin and kag.toml (read
     once, at start)."""
     import functools
 
     from kag.cli.common import make_plugins
     from kag.cli.score_cmd import resolve_task
-    from kag.core.eval.evaluate import EvalOptions
-    from kag.core.eval.gpu_pool import pick_backend
-    from kag.core.eval.http_server import HttpFront, parse_bind
-    from kag.core.eval.task_labels import TaskLabels
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend
+    from kag.core.eval.serve.http_server import HttpFront, parse_bind
+    from kag.core.eval.serve.task_labels import TaskLabels
 
     plugins, config = make_plugins(plugin_pairs, config_path)
     options = EvalOptions(backend=pick_backend(backend))

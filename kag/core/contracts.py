@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, r
 if TYPE_CHECKING:
     import random
 
-    from kag.core.eval.build import BuildResult
+    from kag.core.eval.orchestrator.build import BuildResult
     from kag.core.agent.environment import StepResult
-    from kag.core.eval.evaluate import EvalOptions
-    from kag.core.eval.guarding import RunInfo
-    from kag.core.eval.observe import Observations
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.guarding import RunInfo
+    from kag.core.eval.candidate.observe import Observations
     from kag.core.plugins import Plugins
     from kag.core.agent.policy import PolicyStep
     from kag.core.records import EvalResult, Message, Solution, Task, Violation
@@ -104,11 +104,11 @@ class SandboxEvaluator(Protocol):
     the solution does; error texts must not carry this machine's file contents."""
 
     def build(self, solution: Solution, options: EvalOptions, plugins: Plugins) -> BuildResult:
-        """What ``kag.core.eval.build.build_solution`` would answer (``module_dir`` may be None)."""
+        """What ``kag.core.eval.orchestrator.build.build_solution`` would answer (``module_dir`` may be None)."""
 
     def evaluate(self, task: Task, solution: Solution, options: EvalOptions | None = None,
                  plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
-        """What ``kag.core.eval.evaluate.evaluate`` would answer."""
+        """What ``kag.core.eval.orchestrator.evaluate.evaluate`` would answer."""
 
 
 # -- baseline -----------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ class Reward(Protocol):
 # -- guard --------------------------------------------------------------------------------------
 @runtime_checkable
 class Guard(Protocol):
-    """An anti-reward-hacking check, made with the options of kag.core.eval.guarding.GuardOptions.
+    """An anti-reward-hacking check, made with the options of kag.core.eval.orchestrator.guarding.GuardOptions.
 
     A guard has a ``name`` and one or more of the checks (``StaticGuard``, ``BuildGuard``,
     ``ObservationGuard``); the runner calls whichever it has, and only guards with

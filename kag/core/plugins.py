@@ -84,7 +84,7 @@ KIND_DEFAULTS: dict[str, str] = {
 
 
 def _auto_backend() -> str:
-    from kag.core.eval.gpu_pool import pick_backend  # no torch import: torch/version.py and NVML
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend  # no torch import: torch/version.py and NVML
 
     return pick_backend("auto")
 

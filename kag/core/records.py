@@ -180,7 +180,7 @@ class TimingStats:
     iqr_ms: float
     n: int
     # what a window of no calls took on a GPU, by the timing's long and short windows to the moment their
-    # calls' work was done (kag.core.eval.judge_timing ``drained_intercept_s``): the task's own per-window
+    # calls' work was done (kag.core.eval.judge.judge_timing ``drained_intercept_s``): the task's own per-window
     # cost, which a baseline's timing lends the bound on the candidate's (``intercept_cap``)
     intercept_ms: float | None = None
 

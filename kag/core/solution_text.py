@@ -4,7 +4,7 @@ Trusted side: text only, nothing is run. ``parse_solution_blocks`` is the strict
 format (every file in a fenced block labelled by its path); ``parse_completion`` also takes what a
 model prompted the KernelBench way writes (one ```python block holding a ``ModelNew`` that builds
 its kernels with ``load_inline``), which the evaluator turns into a solution
-(``kag.core.eval.single_file``). The RL adapters (``kag.reward``) and ``kag.evaluate`` use it.
+(``kag.core.eval.orchestrator.single_file``). The RL adapters (``kag.reward``) and ``kag.evaluate`` use it.
 """
 
 from __future__ import annotations

@@ -404,7 +404,7 @@ CASES: list[Case] = ATTACKS + HONEST
 def load_solution(path: Path) -> Solution:
     """model_new.py + kernels/** of a solution directory (what kag.core.agent.workspace.read_solution
     reads); a KernelBench single-file one as the evaluator converts it before any guard sees it."""
-    from kag.core.eval.single_file import convert, is_single_file
+    from kag.core.eval.orchestrator.single_file import convert, is_single_file
 
     kernels = {p.relative_to(path / "kernels").as_posix(): p.read_text(encoding="utf-8")
                for p in sorted((path / "kernels").rglob("*")) if p.is_file()}

@@ -14,18 +14,18 @@ MAX_BOUNDED_OUTPUT = 1 << 20  # what a flood of stdout may leave in the result
 
 
 def evaluator_ready() -> str | None:
-    """None when kag.core.eval.evaluate exists and runs the guards of kag.core.eval.guarding, else why not."""
+    """None when kag.core.eval.orchestrator.evaluate exists and runs the guards of kag.core.eval.orchestrator.guarding, else why not."""
     try:
-        import kag.core.eval.evaluate as evaluate
+        import kag.core.eval.orchestrator.evaluate as evaluate
     except ImportError as exc:
-        return f"kag.core.eval.evaluate is not importable yet ({exc})"
+        return f"kag.core.eval.orchestrator.evaluate is not importable yet ({exc})"
     if not getattr(evaluate, "RUNTIME_GUARDS_WIRED", False):
-        return "kag.core.eval.evaluate does not run the runtime guards yet (RUNTIME_GUARDS_WIRED is not set)"
+        return "kag.core.eval.orchestrator.evaluate does not run the runtime guards yet (RUNTIME_GUARDS_WIRED is not set)"
     return None
 
 
 def eval_options(case: Case, do_timing: bool, num_timed: int = 20, static_guards: bool = True) -> Any:
-    from kag.core.eval.evaluate import EvalOptions, Timeouts
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts
 
     fields = {f.name for f in attrs.fields(EvalOptions)}
     kw: dict[str, Any] = dict(backend=case.backend, tolerance=case.tolerance, num_checks=5, do_timing=do_timing,
@@ -41,7 +41,7 @@ def eval_options(case: Case, do_timing: bool, num_timed: int = 20, static_guards
 def run_case(case: Case, plugins: Any, do_timing: bool = False, static_guards: bool = True) -> EvalResult:
     """The verdict on ``case`` (timed when the case needs it or ``do_timing``); afterwards the
     processes and files the attack tried to leave behind are looked for and noted in the result."""
-    from kag.core.eval.evaluate import evaluate, wait_released
+    from kag.core.eval.orchestrator.evaluate import evaluate, wait_released
 
     if case.no_file:
         Path(case.no_file).unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""End to end: every CPU case of the corpus through ``kag.core.eval.evaluate.evaluate`` (real build, real
+"""End to end: every CPU case of the corpus through ``kag.core.eval.orchestrator.evaluate.evaluate`` (real build, real
 judge and candidate processes) gets the verdict the manifest expects; honest ones pass."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_cpu_case_verdict(case: Case, tmp_path_factory) -> None:
 def test_an_untimed_evaluation_samples_where_the_work_runs(name: str) -> None:
     """Provenance is no privilege of timed evaluations: untimed, a fallback's calls went unsampled and it
     passed as correct (reward 1 where -1 is due). Sampled windows run all the same; an honest kernel passes."""
-    from kag.core.eval.evaluate import evaluate, wait_released
+    from kag.core.eval.orchestrator.evaluate import evaluate, wait_released
     from tests.adversarial.cases import load_task
     from tests.adversarial.runner import eval_options
 

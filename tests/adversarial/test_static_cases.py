@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kag.core.eval.guarding import run_static_guards
+from kag.core.eval.orchestrator.guarding import run_static_guards
 from tests.adversarial.cases import ATTACKS, CASES, GUARD_NAMES, HONEST, Case, load_task
 from tests.adversarial.conftest import guard_plugins
 

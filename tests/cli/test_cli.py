@@ -122,7 +122,7 @@ def test_malformed_key_value_is_a_usage_error_naming_the_option_and_the_fix(tmp_
 
 
 def test_plugins_marks_the_backend_this_machine_gets(tmp_path):
-    from kag.core.eval.gpu_pool import pick_backend
+    from kag.core.eval.orchestrator.gpu_pool import pick_backend
 
     data = json.loads(run_kag("plugins", "--json", cwd=tmp_path).stdout)["kinds"]["backend"]
     assert [r["name"] for r in data if r["selected"]] == [pick_backend("auto")]
@@ -152,7 +152,7 @@ def test_workspace_help_says_the_default_backend_is_auto():
 
 
 def test_a_failure_before_the_judge_names_no_unknown_device():
-    from kag.core.eval.feedback import format_eval
+    from kag.core.eval.orchestrator.feedback import format_eval
     from kag.core.records import EvalResult
 
     result = EvalResult(task="relu", backend="cpu", error="kernels/relu.cpp: error: expected ';'",

@@ -22,10 +22,10 @@ NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "task.txt").is_file())
 KERNELBENCH = Path(os.environ.get("KAG_TEST_KERNELBENCH", ROOT / "examples" / "kernelbench_sample"))
 TORCH_INCLUDE = re.compile(r'#\s*include\s*[<"](torch|ATen|c10)/')
 
-_have_build = importlib.util.find_spec("kag.core.eval.build") is not None
-_have_evaluate = importlib.util.find_spec("kag.core.eval.evaluate") is not None
+_have_build = importlib.util.find_spec("kag.core.eval.orchestrator.build") is not None
+_have_evaluate = importlib.util.find_spec("kag.core.eval.orchestrator.evaluate") is not None
 pytestmark = pytest.mark.skipif(not (_have_build and _have_evaluate),
-                                reason="kag.core.eval.build / kag.core.eval.evaluate not importable yet")
+                                reason="kag.core.eval.orchestrator.build / kag.core.eval.orchestrator.evaluate not importable yet")
 
 
 def test_every_example_has_both_twins():
@@ -66,9 +66,9 @@ def test_cpu_twin_model_is_the_task_with_smaller_sizes(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_cpu_twin_builds_and_passes_the_evaluator(name):
-    """evaluate() builds with kag.core.eval.build through kag's shared cache (KAG_CACHE_DIR or
+    """evaluate() builds with kag.core.eval.orchestrator.build through kag's shared cache (KAG_CACHE_DIR or
     ~/.cache/kag), so a rerun only links; strict tolerance, every guard on, no timing."""
-    from kag.core.eval.evaluate import EvalOptions, Timeouts, evaluate
+    from kag.core.eval.orchestrator.evaluate import EvalOptions, Timeouts, evaluate
     from kag.core.plugins import Plugins
     from kag.core.records import Task
     from kag.core.agent.workspace import read_solution
@@ -105,7 +105,7 @@ def test_the_readme_evaluate_block_runs_as_written_on_a_cpu_machine(tmp_path):
     the machine it runs on)."""
     import json
 
-    from kag.core.eval.gpu_pool import cuda_usable
+    from kag.core.eval.orchestrator.gpu_pool import cuda_usable
 
     if cuda_usable():
         pytest.skip("the block is written for a CPU machine (a GPU one copies examples/relu/cuda instead)")

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import attrs
 
 from kag.core import scratch
-from kag.core.eval.jsonsocket import JsonLineServer, json_request
+from kag.core.eval.serve.jsonsocket import JsonLineServer, json_request
 from kag.core.trust.isolation import socket_safe_tempdir
 
 ACTIONS = ("compile", "verify", "profile")

@@ -24,12 +24,12 @@ from typing import Any, Callable, Mapping
 import attrs
 
 from kag.core import scratch, timeline
-from kag.core.eval.analysis import analyse_reference, format_analysis, is_untouched
+from kag.core.eval.orchestrator.analysis import analyse_reference, format_analysis, is_untouched
 from kag.core.agent.bridge import BridgeReply, EvalBridge
-from kag.core.eval.evaluate import EvalOptions, backend_device
+from kag.core.eval.orchestrator.evaluate import EvalOptions, backend_device
 from kag.core.plugins import Plugins
 from kag.core.records import EvalResult, Message, RewardValue, Solution, Task, ToolCall
-from kag.core.eval.feedback import format_build, format_eval
+from kag.core.eval.orchestrator.feedback import format_build, format_eval
 from kag.core.agent.sandbox import SandboxEvaluator, build_with, evaluate_with
 from kag.core.agent.toolkit import ToolContext, call_tool, observation_message
 from kag.core.agent.workspace import WorkspaceError, make_workspace, read_solution
@@ -82,11 +82,11 @@ class EpisodeEvaluator:
         self._pending: list[EvalResult] = []
         self._lock = threading.Lock()
         self.lane = timeline.lane()  # the bridge's thread answers in the episode's lane of the timeline
-        from kag.core.eval.remote import ExecutorEvaluations
+        from kag.core.eval.serve.remote import ExecutorEvaluations
 
         remote = isinstance(sandbox, SandboxEvaluator) or isinstance(pool, ExecutorEvaluations)
         if options.backend != "cpu" and not remote:
-            from kag.core.eval.judge_process import keep_judges_warm
+            from kag.core.eval.orchestrator.judge_process import keep_judges_warm
 
             keep_judges_warm(1)  # an episode evaluates again and again: keep a judge started
 

@@ -24,7 +24,7 @@ import attrs
 from kag import __version__
 from kag.core import timeline
 from kag.core.agent.episode import SYSTEM_PROMPT, Episode, task_prompt
-from kag.core.eval.evaluate import EvalOptions
+from kag.core.eval.orchestrator.evaluate import EvalOptions
 from kag.core.plugins import Plugins
 from kag.core.agent.policy import PolicyError, PolicyStep
 from kag.core.records import Message, Solution, Task, Trajectory, Turn

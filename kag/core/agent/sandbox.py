@@ -9,7 +9,7 @@ A handle may also evaluate (``SandboxEvaluator``): a sandbox whose point is that
 never runs on this machine (``docker``) must build and evaluate the episode's solutions itself, so
 the episode's evaluator (``kag.core.agent.episode.EpisodeEvaluator``, for ``kag run`` and the RL
 environment alike) asks the handle through ``evaluate_with``/``build_with`` and falls back to the
-local trusted evaluator (``kag.core.eval.evaluate``) only for handles without one. Trusted side: this
+local trusted evaluator (``kag.core.eval.orchestrator.evaluate``) only for handles without one. Trusted side: this
 module runs on the host. The Protocols (``Sandbox``, ``SandboxHandle``, ``SandboxEvaluator``) live
 in kag.core.contracts.
 """
@@ -24,8 +24,8 @@ import attrs
 from kag.core.contracts import Sandbox, SandboxEvaluator, SandboxHandle  # noqa: F401 - the contracts, re-exported
 
 if TYPE_CHECKING:
-    from kag.core.eval.build import BuildResult
-    from kag.core.eval.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.build import BuildResult
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
     from kag.core.plugins import Plugins
     from kag.core.records import EvalResult, Solution, Task
 
@@ -52,14 +52,14 @@ class CommandResult:
 def evaluate_with(handle: Any, task: Task, solution: Solution, options: EvalOptions,
                   plugins: Plugins, pool: Any = None) -> EvalResult:
     """The verdict from the handle's own evaluator when it has one, else from an executor's workers
-    when ``pool`` is one's (kag.core.eval.remote.ExecutorEvaluations), else from the local one."""
+    when ``pool`` is one's (kag.core.eval.serve.remote.ExecutorEvaluations), else from the local one."""
     if isinstance(handle, SandboxEvaluator):
         return handle.evaluate(task, solution, options, plugins, pool=pool)
-    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.eval.serve.remote import ExecutorEvaluations
 
     if isinstance(pool, ExecutorEvaluations):
         return pool.evaluate(task, solution, options)
-    from kag.core.eval.evaluate import evaluate
+    from kag.core.eval.orchestrator.evaluate import evaluate
 
     return evaluate(task, solution, options, plugins, pool=pool)
 
@@ -69,7 +69,7 @@ def build_with(handle: Any, solution: Solution, options: EvalOptions, plugins: P
     """A build by the handle's own evaluator when it has one, else a local build into ``out_dir``."""
     if isinstance(handle, SandboxEvaluator):
         return handle.build(solution, options, plugins)
-    from kag.core.eval.build import build_solution
+    from kag.core.eval.orchestrator.build import build_solution
 
     backend = plugins.create("backend", options.backend)
     return build_solution(solution, backend, out_dir, timeout_s=options.timeouts.build_s)

@@ -188,7 +188,7 @@ def build_in_workspace(solution: Solution, backend: Any, path: Path, **build_opt
     import sysconfig
     import tempfile
 
-    from kag.core.eval.build import MODULE_NAME, build_solution
+    from kag.core.eval.orchestrator.build import MODULE_NAME, build_solution
 
     root = Path(path)
     try:

@@ -44,7 +44,7 @@ def episode(task: dict[str, Any], policy: str, policy_options: dict[str, Any], s
             config: dict[str, Any], out_dir: str | None) -> dict[str, Any]:
     from kag.core.agent.loop import Agent, AgentConfig
     from kag.core.agent.trajectory import TrajectoryWriter
-    from kag.core.eval.evaluate import EvalOptions
+    from kag.core.eval.orchestrator.evaluate import EvalOptions
     from kag.core.executor import worker_plugins
     from kag.core.records import Task, from_dict
 

@@ -194,7 +194,7 @@ def socket_safe_tempdir() -> str | None:
 def candidate_plan(cuda: bool, protected: tuple[str, ...] = ()) -> CandidatePlan:
     """A plan with a fresh temp folder and the read paths of this machine; ``KAG_CONFINE=0`` turns
     Landlock and seccomp off (for debugging a solution the sandbox breaks; never for scoring)."""
-    from kag.core.eval.build import cache_root, trusted_stores
+    from kag.core.eval.orchestrator.build import cache_root, trusted_stores
     from kag.core.trust.confine import system_read_paths
 
     tmp = scratch.mkdtemp("kag-cand-", socket_safe_tempdir())

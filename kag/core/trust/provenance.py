@@ -35,7 +35,7 @@ thread's samples; and of each window's *first* stop, which a candidate that noti
 clock) and turns to its own code for the rest of the window cannot have foreseen. The first stop falls
 uniformly within a call's time as the timed windows measured it. The judge samples more windows until
 the stops can judge (``CpuProvenance.enough``), its sleeps end on time (a 1 ns timer slack, spinning for
-the last 200 us) and it runs above the candidate in the scheduler (kag.core.eval.judge): on a loaded
+the last 200 us) and it runs above the candidate in the scheduler (kag.core.eval.judge.judge): on a loaded
 2-core machine a fallback beside spinning threads once left 12 computing stops in 384 windows, no
 verdict, and passed. No verdict after all that, once windows were sampled, fails closed.
 
@@ -380,7 +380,7 @@ class CpuProvenance:
         return outside
 
     def window_sampler(self, calls: int = 1) -> "WindowSampler":
-        """A sampler for one window of ``calls`` calls (kag.core.eval.candidate_process.wait_done).
+        """A sampler for one window of ``calls`` calls (kag.core.eval.judge.candidate_process.wait_done).
         When a window ends with under half the samples it asked for (calls quicker than
         ``expected_s`` said, a loaded machine) the next windows' gaps shrink."""
         last = self._last

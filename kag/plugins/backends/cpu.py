@@ -64,7 +64,7 @@ class CpuBackend:
     def compile_command(self, kind: str, source: str, obj: str) -> list[str]:
         if kind == "kernel":
             return [self.cxx, *KERNEL_FLAGS, "-I.", "-c", source, "-o", obj]
-        # -fopenmp: a KernelBench single-file solution's loops live in its binding (kag.core.eval.single_file)
+        # -fopenmp: a KernelBench single-file solution's loops live in its binding (kag.core.eval.orchestrator.single_file)
         return [self.cxx, "-O3", "-fPIC", "-fopenmp", *torch_info().compile_flags(), "-I.", "-c", source, "-o", obj]
 
     def link_command(self, objects: list[str], out: str, sources_text: str) -> list[str]:

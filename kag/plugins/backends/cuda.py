@@ -2,7 +2,7 @@
 
 ``kernels/*.cu`` compile with nvcc WITHOUT torch headers (seconds, not tens of seconds), except
 ``kernels/*_torch.cu``, compiled by nvcc against torch as ``load_inline`` compiles its
-``cuda_sources`` (what a KernelBench single-file solution becomes, kag.core.eval.single_file);
+``cuda_sources`` (what a KernelBench single-file solution becomes, kag.core.eval.orchestrator.single_file);
 ``kernels/*_binding.cpp``, other ``kernels/*.cpp`` (cuBLAS/cuDNN host code) and the fixed
 ``binding.cpp`` compile with the host compiler against torch and the CUDA headers. cuBLAS and
 cuDNN are linked only when a source mentions them, from the same place torch loads them.

@@ -47,7 +47,7 @@ class NvrtcBackend:
     """Compile kernels/*.cu with NVRTC into CUBINs behind a Python ``cuda_extension`` module."""
 
     name = "nvrtc"
-    build_reads_nvrtc = True  # its compiler is NVRTC (kag.core.eval.build.hidden_from_build)
+    build_reads_nvrtc = True  # its compiler is NVRTC (kag.core.eval.orchestrator.build.hidden_from_build)
     device = "cuda"
     module_suffix = ".py"
     fixed_units: tuple[str, ...] = ()  # no binding.cpp: nothing is compiled for the host

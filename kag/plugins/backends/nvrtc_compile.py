@@ -1,6 +1,6 @@
 """The nvrtc backend's compiler and linker, run by kag's build as confined subprocesses.
 
-Trusted side's tool, like nvcc (kag.core.eval.build runs it under Landlock in the unit's folder):
+Trusted side's tool, like nvcc (kag.core.eval.orchestrator.build runs it under Landlock in the unit's folder):
 ``compile`` turns one ``kernels/*.cu`` into an object that is JSON, the CUBIN NVRTC made (base64)
 and the parameter types of every ``extern "C" __global__`` function in the file, read from the
 source; ``link`` writes ``cuda_extension.py``, which holds every object and, imported in the

@@ -78,7 +78,7 @@ def time_eager(model: Any, inputs: list[Any], device: str, budget_s: float = 1.0
 
 def timing_slot(device: str) -> Any:
     """The machine-wide timing slot of ``device`` ("cpu", "cuda:<i>"), shared with ``kag score``,
-    ``kag serve`` and ``kag eval`` (kag.core.eval.timing_lock)."""
+    ``kag serve`` and ``kag eval`` (kag.core.eval.orchestrator.timing_lock)."""
     from kag.plugin import list_gpus
     from kag.plugin import TimingSlot, slot_name
 
@@ -258,7 +258,7 @@ class ExecFilter:
 
     On CUDA the default is one worker per GPU; ``workers=N`` puts N workers round-robin on the GPUs
     (compilation is CPU work and overlaps), and the device's machine-wide timing slot
-    (kag.core.eval.timing_lock) keeps timing exclusive, across these workers and every other kag
+    (kag.core.eval.orchestrator.timing_lock) keeps timing exclusive, across these workers and every other kag
     process; on a CPU machine compiling waits while a timing runs.
     """
 

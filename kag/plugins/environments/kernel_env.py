@@ -1,6 +1,6 @@
 """The CUDA-kernel environments RL stages train on: ``kernel-single`` and ``kernel-agentic``.
 
-Both score with the trusted evaluator (``kag.core.eval.evaluate``) and the selected reward plugin, so
+Both score with the trusted evaluator (``kag.core.eval.orchestrator.evaluate``) and the selected reward plugin, so
 training sees exactly the reward ``kag run``/``kag eval`` give. ``kernel-single`` (the warm-up
 stage's environment) asks for a whole solution in one message, files in fenced blocks labelled by
 path. ``kernel-agentic`` is the agent loop as an environment: each step is one model message whose
@@ -111,7 +111,7 @@ class KernelEnvBase:
                  num_timed: int = 20, warmup: int = 3, tolerance: str | None = None, reward: str | None = None,
                  plugins: Any = None, pool: Any = None, tasks: dict[str, Task] | None = None):
         """``pool``: where evaluations run (None: this machine's GPU pool; an RL stage with an
-        executor passes its kag.core.eval.remote.ExecutorEvaluations). ``tasks``: already read by a
+        executor passes its kag.core.eval.serve.remote.ExecutorEvaluations). ``tasks``: already read by a
         subclass (then ``dataset`` is not used)."""
         from kag.plugin import EvalOptions
         from kag.plugin import Plugins

@@ -4,7 +4,7 @@ Static (feedback for the agent): imports of threading/multiprocessing/subprocess
 ``os.fork``/``os.system``, CUDA stream creation in Python or C++, ``std::thread``/``fork``/``popen``
 in C++, tensor subclasses.
 
-Runtime (in the judge, on the kernel records of every call, kag.core.eval.observe): the calls of a
+Runtime (in the judge, on the kernel records of every call, kag.core.eval.candidate.observe): the calls of a
 window must not run concurrently on the GPU, one call must not do the GPU work of the others, and
 no call may launch nothing while the others launch kernels, and no kernel may be launched by a
 thread other than the one calling forward (its launch lies in no call, so no call is charged with
@@ -15,7 +15,7 @@ What makes hidden work pointless at run time is the judge, not this guard: the c
 stopped (SIGSTOP) whenever it is outside a window the judge measures, so no thread of it can work
 between windows; on a GPU the window lasts until a probe kernel of the judge's finds the GPU idle,
 so work left queued on any stream is timed; single-call windows bound what overlapping calls can
-buy (kag.core.eval.judge_timing.WindowTiming.floor_s); seccomp refuses to create processes; outputs
+buy (kag.core.eval.judge.judge_timing.WindowTiming.floor_s); seccomp refuses to create processes; outputs
 cross to the judge only as exact ``torch.Tensor`` (the channel refuses subclasses and lazy wrappers).
 """
 

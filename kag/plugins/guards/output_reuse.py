@@ -7,7 +7,7 @@ forward returning something stored on ``self`` in Python).
 What catches reuse at run time is the judge, not this guard: every correctness check writes fresh
 secret inputs into the SAME input tensors (so a pointer- or shape-keyed cache returns a stale
 output, which mismatches), the candidate poisons the memory its next output will likely get, and
-the outputs of secretly chosen timed calls are compared as they happen (kag.core.eval.judge_timing).
+the outputs of secretly chosen timed calls are compared as they happen (kag.core.eval.judge.judge_timing).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ candidate's own (a ``__global__`` function of its kernels/ or a function defined
 extension) or come from an allowed library (cuBLAS/CUTLASS for GEMM, cuDNN for conv, per policy),
 or be a memcpy/memset/constant fill. Catches decoy kernels next to torch compute, torch.compile's
 Triton kernels and anything the static checks missed. The kernels are those the profiler running
-through every call recorded (kag.core.eval.observe); the names the solution defines are read in the
+through every call recorded (kag.core.eval.candidate.observe); the names the solution defines are read in the
 judge from its trusted copies of the sources and the built extension. CUDA only.
 """
 

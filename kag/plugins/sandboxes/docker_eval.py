@@ -15,12 +15,12 @@ episode runs in a fresh container of the sandbox image, started with the docker 
   kag's code (public software, the same on every machine of a run), so an error text quoting a
   file can quote only those; anything private a site keeps under /usr or in the Python
   installation would be readable too (narrow ``toolchain`` then).
-- **A build container** compiles with ``kag.core.eval.build`` (no solution code runs in it; the
+- **A build container** compiles with ``kag.core.eval.orchestrator.build`` (no solution code runs in it; the
   compiler runs on the agent's sources there, so an ``#include`` of a host file finds nothing)
   into the episode's build cache, the only read-write mount. It is seeded per backend from a
   cache built once per sandbox from the fixed files alone, so an episode's first build does not
   recompile ``binding.cpp``.
-- **An evaluation container** runs ``kag.core.eval.evaluate.evaluate`` (guards, build, judge, candidate,
+- **An evaluation container** runs ``kag.core.eval.orchestrator.evaluate.evaluate`` (guards, build, judge, candidate,
   reward) with the episode's build cache read-only (its build is all cache hits) and the
   baseline timings read-only; it writes only to its tmpfs /tmp and /dev/shm, has no network, no
   capabilities, no-new-privileges, memory, pids and (optionally) CPU limits, and with the cuda
@@ -196,7 +196,7 @@ class ContainerEvaluator:
 
     def evaluate(self, task: Task, solution: Solution, options: EvalOptions | None = None,
                  plugins: Plugins | None = None, pool: Any = None) -> EvalResult:
-        """``kag.core.eval.evaluate.evaluate`` in an evaluation container; never raises for the solution."""
+        """``kag.core.eval.orchestrator.evaluate.evaluate`` in an evaluation container; never raises for the solution."""
         from kag.plugin import default_pool
 
         options = options or EvalOptions()

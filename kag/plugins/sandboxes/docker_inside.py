@@ -3,7 +3,7 @@
 ``python -m kag.plugins.sandboxes.docker_inside`` is PID 1 of a container that
 ``docker_eval.ContainerEvaluator`` starts for one build or one evaluation. It reads one request
 line on stdin (a JSON object with a per-run secret ``token``), does the work with the ordinary
-trusted code (``kag.core.eval.build.build_solution`` or ``kag.core.eval.evaluate.evaluate``, whose judge
+trusted code (``kag.core.eval.orchestrator.build.build_solution`` or ``kag.core.eval.orchestrator.evaluate.evaluate``, whose judge
 then drives the candidate that imports the solution) and writes one line,
 ``KAG-RESULT <token> <json>``, on the container's stdout. The host believes only that line.
 
@@ -87,7 +87,7 @@ def do_build(request: dict[str, Any]) -> dict[str, Any]:
     from kag.plugin import Solution, from_dict
 
     os.umask(0)  # the host's user (maybe not ours) must be able to delete what lands in the cache
-    os.environ["KAG_CACHE_DIR"] = CACHE_RO  # torch facts too (kag.core.eval.build.torch_info), for later builds
+    os.environ["KAG_CACHE_DIR"] = CACHE_RO  # torch facts too (kag.core.eval.orchestrator.build.torch_info), for later builds
     backend = _plugins(request["plugins"]).create("backend", request["backend"])
     solution = from_dict(Solution, request["solution"])
     built = build_solution(solution, backend, Path("/tmp/kag-build"), cache_dir=Path(CACHE_RO),

@@ -109,7 +109,7 @@ def container_env(extra: dict[str, str] | None = None) -> dict[str, str]:
            "HOME": "/tmp/home", "USER": "agent", "TMPDIR": "/tmp",
            "XDG_CACHE_HOME": "/tmp/.cache", "KAG_CACHE_DIR": "/tmp/kag-cache", "KAG_WARM_JUDGES": "0",
            "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor", "TRITON_CACHE_DIR": "/tmp/triton",
-           # torch's precompiled header (kag.core.eval.pch) would be compiled again in every build container
+           # torch's precompiled header (kag.core.eval.orchestrator.pch) would be compiled again in every build container
            "KAG_PCH_DIR": "off"}
     for var in ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS"):
         if os.environ.get(var):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kag.core.agent.loop import Agent, AgentConfig
-from kag.core.eval.evaluate import EvalOptions
+from kag.core.eval.orchestrator.evaluate import EvalOptions
 from kag.core.plugins import Plugins
 from kag.core.records import Task
 from kag.core.agent.trajectory import TrajectoryWriter, load_turns

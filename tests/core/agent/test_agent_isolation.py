@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kag.core.agent.loop import Agent, AgentConfig
-from kag.core.eval.evaluate import EvalOptions
+from kag.core.eval.orchestrator.evaluate import EvalOptions
 from kag.core.plugins import Plugins
 from kag.core.records import Task, Trajectory, to_dict
 from tests.core.fakes import CopyBackendPlugin
@@ -47,7 +47,7 @@ def run_episode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest
                 commands: list[str]) -> Trajectory:
     """One episode on the copy backend whose turns are these bash commands."""
     monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("kag.core.eval.judge_process.keep_judges_warm", lambda n: None)  # nothing is judged
+    monkeypatch.setattr("kag.core.eval.orchestrator.judge_process.keep_judges_warm", lambda n: None)  # nothing is judged
     temp = Path(tempfile.mkdtemp(prefix="kag-t-"))  # short: the bridge's socket path must fit
     monkeypatch.setattr("tempfile.tempdir", str(temp))  # to see what the episode leaves behind
     request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
@@ -138,7 +138,7 @@ def test_the_evaluator_builds_outside_the_workspace_and_removes_its_folder(tmp_p
     from kag.core.agent.workspace import make_workspace
 
     monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("kag.core.eval.judge_process.keep_judges_warm", lambda n: None)
+    monkeypatch.setattr("kag.core.eval.orchestrator.judge_process.keep_judges_warm", lambda n: None)
     plugins = Plugins(load_entrypoints=False)
     plugins.register_plugin(CopyBackendPlugin(), name="copy-backend")
     path = EXAMPLES / "relu" / "cpu" / "model.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kag.core.agent.episode import Episode
-from kag.core.eval.evaluate import EvalOptions
+from kag.core.eval.orchestrator.evaluate import EvalOptions
 from kag.core.plugins import Plugins
 from kag.core.records import Task, ToolCall
 from kag.core.agent.toolkit import build_tools
@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 @pytest.fixture
 def parts(tmp_path, monkeypatch):
     monkeypatch.setenv("KAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("kag.core.eval.judge_process.keep_judges_warm", lambda n: None)  # nothing is judged
+    monkeypatch.setattr("kag.core.eval.orchestrator.judge_process.keep_judges_warm", lambda n: None)  # nothing is judged
     plugins = Plugins(load_entrypoints=False)
     plugins.register_plugin(CopyBackendPlugin(), name="copy-backend")
     path = EXAMPLES / "relu" / "cpu" / "model.py"

@@ -55,7 +55,7 @@ def test_eval_results_and_baselines_in_kernelbench_format(tmp_path):
 
 
 def test_a_time_the_judge_floored_is_exported_as_credited_not_as_measured():
-    """Calls under the judge path's resolution are credited at it (kag.core.eval.judge_timing): the
+    """Calls under the judge path's resolution are credited at it (kag.core.eval.judge.judge_timing): the
     KernelBench file must not show the raw 0.0005 ms as a 29x kernel."""
     from kag.core.benchmark.kernelbench_format import sample_entry
 

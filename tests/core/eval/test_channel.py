@@ -1,4 +1,4 @@
-"""The judge's unpickler of what a candidate sends (kag.core.eval.channel.restricted_loads), attacked
+"""The judge's unpickler of what a candidate sends (kag.core.eval.boundary.restricted_loads), attacked
 directly with hand-written pickles: no opcode sequence may import or call anything off its allow-list,
 and what is allowed comes back as plain data or an exact torch.Tensor."""
 
@@ -11,7 +11,8 @@ import pickletools
 import pytest
 import torch
 
-from kag.core.eval.channel import RefusedObject, dumps, restricted_loads
+from kag.core.eval.boundary import RefusedObject, restricted_loads
+from kag.core.eval.candidate.channel import dumps
 
 SIDE_EFFECT = []
 

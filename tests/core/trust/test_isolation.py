@@ -87,7 +87,7 @@ def test_the_candidate_cannot_read_or_write_the_judge(plan: CandidatePlan) -> No
 
 @NEEDS_LANDLOCK
 def test_the_candidate_writes_only_its_own_folder_and_reads_no_cache(plan: CandidatePlan, tmp_path: Path) -> None:
-    from kag.core.eval.build import cache_root
+    from kag.core.eval.orchestrator.build import cache_root
 
     host = tmp_path / "host-file"
     host.write_text("host")

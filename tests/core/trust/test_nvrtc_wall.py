@@ -119,7 +119,7 @@ def test_a_cuda_build_cannot_read_nvrtc_and_the_nvrtc_backends_can(tmp_path: Pat
     """A solution's source steers what its compiler reads (``.incbin``): NVRTC embedded in its module
     could be loaded in a candidate that has none. The build's Landlock hides NVRTC's files, not
     their neighbours."""
-    from kag.core.eval.build import confined, hidden_from_build
+    from kag.core.eval.orchestrator.build import confined, hidden_from_build
     from kag.plugins.backends.cpu import CpuBackend
     from kag.plugins.backends.cuda import CudaBackend
     from kag.plugins.backends.nvrtc import NvrtcBackend
@@ -142,7 +142,7 @@ def test_a_cuda_build_cannot_read_nvrtc_and_the_nvrtc_backends_can(tmp_path: Pat
 @needs_nvrtc
 @pytest.mark.slow
 def test_nvrtc_embedded_with_incbin_fails_the_cuda_build(tmp_path: Path):
-    from kag.core.eval.build import build_solution
+    from kag.core.eval.orchestrator.build import build_solution
     from kag.core.records import Solution
     from kag.plugins.backends.cuda import CudaBackend, find_nvcc
 

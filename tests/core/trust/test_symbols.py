@@ -53,7 +53,7 @@ def test_a_mangled_name_is_read_by_its_nested_names():
 def test_a_built_module_is_read_from_its_elf_table(tmp_path: Path):
     """The honest CPU ReLU's binding imports only allowed symbols; a module that is not ELF has none."""
     from kag.core.agent.workspace import read_solution
-    from kag.core.eval.build import build_solution
+    from kag.core.eval.orchestrator.build import build_solution
     from kag.plugins.backends.cpu import CpuBackend
 
     repo = Path(__file__).resolve().parents[3]

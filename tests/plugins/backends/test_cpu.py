@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.build import BuildSetupError
+from kag.core.eval.orchestrator.build import BuildSetupError
 from kag.core.plugins import Plugins
 from kag.plugins.backends.cpu import CpuBackend
 

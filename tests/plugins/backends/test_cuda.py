@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.build import BuildSetupError, build_solution, torch_info
+from kag.core.eval.orchestrator.build import BuildSetupError, build_solution, torch_info
 from kag.core.plugins import Plugins
 from kag.core.records import Solution
 from kag.plugins.backends import cuda
@@ -55,8 +55,8 @@ REGISTER_BINDING(add, add_bind);
 def test_registered() -> None:
     plugins = Plugins(load_entrypoints=False)
     assert isinstance(plugins.create("backend", "cuda"), CudaBackend)
-    # the default is the machine's: cuda where it can run (kag.core.eval.gpu_pool.pick_backend)
-    from kag.core.eval.gpu_pool import cuda_usable
+    # the default is the machine's: cuda where it can run (kag.core.eval.orchestrator.gpu_pool.pick_backend)
+    from kag.core.eval.orchestrator.gpu_pool import cuda_usable
 
     assert plugins.selected("backend") == ("cuda" if cuda_usable() else "cpu")
 
@@ -192,8 +192,8 @@ def test_torch_kernel_files_compile_with_nvcc_against_torch() -> None:
 @pytest.mark.slow
 def test_kernelbench_single_file_sources_compile_with_nvcc(tmp_path: Path) -> None:
     """KernelBench's own prompt example, converted, compiles here (linking needs a CUDA torch)."""
-    from kag.core.eval.single_file import convert
-    from tests.core.eval.test_single_file import KERNELBENCH_STYLE
+    from kag.core.eval.orchestrator.single_file import convert
+    from tests.core.eval.orchestrator.test_single_file import KERNELBENCH_STYLE
 
     sol = convert(Solution(model_new=KERNELBENCH_STYLE))
     result = build_solution(sol, CudaBackend(), tmp_path / "out", cache_dir=tmp_path / "cache", timeout_s=900)

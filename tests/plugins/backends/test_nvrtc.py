@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.build import build_solution
+from kag.core.eval.orchestrator.build import build_solution
 from kag.core.plugins import Plugins
 from kag.core.records import Solution
 from kag.plugins.backends.nvrtc import NvrtcBackend, nvrtc_version

@@ -95,7 +95,7 @@ def test_a_task_waiting_for_a_held_timing_slot_is_not_timed_out():
     import threading
     import time
 
-    from kag.core.eval.timing_lock import TimingSlot, slot_name
+    from kag.core.eval.orchestrator.timing_lock import TimingSlot, slot_name
 
     filt = ExecFilter(device="cpu", workers=1, timeout_s=6, window_ms=WINDOW, compile_backend="aot_eager")
     held, release = threading.Event(), threading.Event()

@@ -235,7 +235,7 @@ def test_a_session_lends_its_workers_to_threads_and_retries_a_killed_ones_job(cl
 def test_a_kernel_environment_scores_on_the_cluster_as_it_does_here(cluster):
     from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
 
-    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.eval.serve.remote import ExecutorEvaluations
     from kag.core.plugins import Plugins
 
     plugins = Plugins(load_entrypoints=False)
@@ -259,7 +259,7 @@ def test_a_kernel_environment_scores_on_the_cluster_as_it_does_here(cluster):
 def test_an_evaluation_whose_worker_dies_past_the_retries_is_the_evaluators_failure(cluster):
     from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
 
-    from kag.core.eval.remote import ExecutorEvaluations
+    from kag.core.eval.serve.remote import ExecutorEvaluations
     from kag.core.plugins import Plugins
 
     plugins = Plugins(load_entrypoints=False)

@@ -18,8 +18,8 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
     import torch
     import model_new
-    from kag.core.eval.guarding import RunInfo
-    from kag.core.eval.observe import CallObserver
+    from kag.core.eval.orchestrator.guarding import RunInfo
+    from kag.core.eval.candidate.observe import CallObserver
     from kag.plugins.guards.torch_fallback import NoTorchFallback
     m = model_new.ModelNew()
     x = torch.randn(64, 64)
@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_cpp_torch_call_is_seen_at_runtime(tmp_path: Path) -> None:
-    build = pytest.importorskip("kag.core.eval.build")
+    build = pytest.importorskip("kag.core.eval.orchestrator.build")
     solution_dir = CASES_DIR / "cpp_torch_call" / "cpu"
     from tests.adversarial.conftest import guard_plugins
 

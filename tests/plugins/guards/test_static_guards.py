@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kag.core.eval.guarding import GuardOptions, strip_cpp_comments
+from kag.core.eval.orchestrator.guarding import GuardOptions, strip_cpp_comments
 from kag.core.records import Solution, Task
 from kag.plugins.guards.hidden_work import NoHiddenWork
 from kag.plugins.guards.output_reuse import NoOutputReuse

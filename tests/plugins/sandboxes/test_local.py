@@ -125,7 +125,7 @@ def test_agent_commands_write_only_the_workspace_and_never_reach_kags_caches(tmp
     file outside the workspace, read another process's memory; only the workspace and HOME are
     writable."""
     from kag.core.trust import integrity
-    from kag.core.eval.build import cache_root
+    from kag.core.eval.orchestrator.build import cache_root
 
     cache = cache_root()
     integrity.load_key(cache)
@@ -235,8 +235,8 @@ def test_the_precompiled_header_store_is_out_of_reach_even_under_a_read_path(mon
     import shutil
     import tempfile
 
-    from kag.core.eval import pch
-    from kag.core.eval.build import confined
+    from kag.core.eval.orchestrator import pch
+    from kag.core.eval.orchestrator.build import confined
     from kag.core.trust import integrity
     from kag.core.trust.isolation import candidate_plan
 

@@ -1,6 +1,6 @@
 """ReLU as a KernelBench single-file solution for the CPU: the kernel of ../../cpu in a load_inline
 C++ source. kag reads the source statically and builds it through its own build path
-(kag.core.eval.single_file); scored with
+(kag.core.eval.orchestrator.single_file); scored with
 `kag score --backend cpu --task examples/relu/cpu/model.py --solution examples/relu/kernelbench/cpu`.
 """
 import torch

@@ -1,6 +1,6 @@
 """ReLU as a KernelBench single-file solution (level1/19_ReLU): the same kernels as the workspace
 twin in ../../cuda, built the KernelBench way with load_inline. kag reads the sources statically
-and builds them through its own build path (kag.core.eval.single_file); scored with
+and builds them through its own build path (kag.core.eval.orchestrator.single_file); scored with
 `kag score --task examples/kernelbench_sample/level1/19_ReLU.py --solution examples/relu/kernelbench/cuda`.
 """
 import torch

@@ -191,7 +191,7 @@ class Stage:
             torch.cuda.set_device(self.device)
         self.actor = self.tokenizer = self.critic = None
         self.actor_engine = self.critic_engine = None
-        self._evaluations: Any = None  # kag.core.eval.remote.ExecutorEvaluations, while the stage holds workers
+        self._evaluations: Any = None  # kag.core.eval.serve.remote.ExecutorEvaluations, while the stage holds workers
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:

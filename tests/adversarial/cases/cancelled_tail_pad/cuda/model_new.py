@@ -7,7 +7,7 @@ before it starts (the CPU runs far ahead of the GPU), and the long window's last
 index (a window never holds more than the most calls seen, ``K``, so call ``K-1`` launches no pad);
 a short window's last call (index ``K/2-1``) has no successor, so its pad stands and the judge's
 probe, which waits for the candidate's GPU work after the last answer
-(kag.core.eval.candidate_process ``window``: stop, probe, ``drained``), counts it in the short
+(kag.core.eval.judge.candidate_process ``window``: stop, probe, ``drained``), counts it in the short
 window. ``WindowTiming.base_s`` = median(short) + end/2 grows by 0.8 * (K/2) * c, so a call reads
 c - 2 * 0.8 * (K/2) * c / K + E/K = 0.2c + E/K: ~0.04 ms for a call doing two ReLU passes (c ~0.17 ms
 on an H100) against eager's ~0.09 ms, about 2.3x "faster" while doing twice the work (the share is a

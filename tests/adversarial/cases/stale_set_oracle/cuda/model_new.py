@@ -1,5 +1,5 @@
 """Attack (a short window is known at its first call, from the input sets it did not refill): before a
-window the judge fills only the sets its calls will use (kag.core.eval.judge_windows ``run_windows``:
+window the judge fills only the sets its calls will use (kag.core.eval.judge.judge_windows ``run_windows``:
 ``judge.fill(sets[j], ...)`` for ``j < calls``), so a short window (K/2 calls) leaves set K/2 as the
 last window left it, and a long or sampled one (K calls) refills it. At each window's first call the
 child compares 8 words of set K/2 with what it saw at the last window's first call (one tiny kernel

@@ -1,0 +1,94 @@
+"""What is checked leaves no trace: a candidate that times the gap before each of its calls
+(its monotonic clock runs while it is stopped) cannot tell a call whose output the judge compared
+from one it did not. Over 1000 calls on the CPU, the gaps after compared calls and after the others
+come from one distribution (a two-sample Kolmogorov-Smirnov test, and their medians within noise)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import textwrap
+
+from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
+from kag.core.records import Solution, Task
+
+TASK = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+
+    def get_inputs():
+        return [torch.randn(1024, 1024)]
+
+    def get_init_inputs():
+        return []
+''')
+
+# plain torch (this test is about pauses, not kernels: the fallback guard is off), and it prints,
+# per call, the gap since its last call ended, on its own clock
+SPY = textwrap.dedent('''
+    import time
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.last = None
+            self.gaps = []
+
+        def forward(self, x):
+            now = time.monotonic()
+            self.gaps.append(-1.0 if self.last is None else now - self.last)
+            if len(self.gaps) % 100 == 0:
+                print("GAPS", " ".join(f"{g:.6f}" for g in self.gaps[-100:]), flush=True)
+            out = torch.relu(x)
+            self.last = time.monotonic()
+            return out
+''')
+
+
+def ks_statistic(a: list[float], b: list[float]) -> float:
+    """The two-sample Kolmogorov-Smirnov statistic (the largest gap between the two empirical CDFs)."""
+    both = sorted(set(a) | set(b))
+    sa, sb = sorted(a), sorted(b)
+    import bisect
+
+    return max(abs(bisect.bisect_right(sa, x) / len(sa) - bisect.bisect_right(sb, x) / len(sb)) for x in both)
+
+
+def test_a_pause_says_nothing_of_whether_the_last_call_was_compared(tmp_path):
+    task = Task(name="relu1024", source="test", code=TASK, path=str(tmp_path / "task.py"))
+    options = EvalOptions(backend="cpu", num_timed=1000, warmup=1, num_checks=2, baselines=(), guards=(),
+                          cache_dir=str(tmp_path / "cache"))
+    for _ in range(3):  # the number of compared calls is itself secret (12-24 expected): too few to test, again
+        result = evaluate(task, Solution(model_new=SPY), options)
+        assert result.ok, result.error
+        gaps: list[float] = []
+        for line in result.metadata["candidate_output"].splitlines():
+            if line.startswith("GAPS "):
+                gaps += [float(g) for g in line.split()[1:]]
+        compared = set(result.metadata["calibration"]["compared_calls"])
+        if len(compared) >= 10:
+            break
+    assert len(gaps) >= 1000 and len(compared) >= 10, (len(gaps), len(compared))
+    # the gap before call i+1 follows call i; the first calls are the checks (all compared, before any
+    # padding) and the first estimate's windows: the timing's gaps start after them
+    start = max(compared_checks(result), 8)
+    after_compared = [gaps[i + 1] for i in range(start, len(gaps) - 1) if i in compared]
+    after_others = [gaps[i + 1] for i in range(start, len(gaps) - 1) if i not in compared]
+    assert len(after_compared) >= 8, len(after_compared)
+    d = ks_statistic(after_compared, after_others)
+    n, m = len(after_compared), len(after_others)
+    critical = 1.95 * ((n + m) / (n * m)) ** 0.5  # alpha = 0.001
+    assert d < critical, (d, critical, statistics.median(after_compared), statistics.median(after_others))
+    spread = statistics.pstdev(after_others)
+    assert abs(statistics.median(after_compared) - statistics.median(after_others)) < max(spread, 1e-3), \
+        json.dumps({"compared": sorted(after_compared)[:20], "others_median": statistics.median(after_others)})
+
+
+def compared_checks(result) -> int:
+    return 2  # num_checks: the check window's calls, all compared, before the timing
