@@ -248,7 +248,8 @@ def test_a_kernel_environment_scores_on_the_cluster_as_it_does_here(cluster):
         env.reset("model")
         got = env.step(fenced_answer())
         # the same verdict; the speed tier (1, 2 or 3) is a CPU timing near 1x eager and may differ
-        assert got.info["correct"] == want.info["correct"] is True and got.info["right"]
+        assert got.info["correct"] == want.info["correct"] is True and got.info["right"], \
+            f"here: {want.info.get('reason')!r}; on the cluster: {got.info.get('reason')!r}"
         assert got.info["error_kind"] == want.info["error_kind"] is None
         assert min(got.reward, want.reward) >= 1
         assert env.last_result.metadata["executor"]["worker"].startswith("ray:w")
