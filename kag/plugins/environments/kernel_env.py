@@ -99,9 +99,13 @@ def _freeze(value: Any) -> Any:
 
 
 def _result_info(result: EvalResult) -> dict[str, Any]:
-    return {"right": result.ok, "compiled": result.compiled, "correct": result.correct,
+    """The verdict in a step's info; a failed one says why (``reason``, as every other failure does)."""
+    info = {"right": result.ok, "compiled": result.compiled, "correct": result.correct,
             "error_kind": result.error_kind, "speedup_vs_eager": result.speedup_vs_eager,
             "speedup_vs_compile": result.speedup_vs_compile, "eval_s": result.durations_s.get("total")}
+    if result.error:
+        info["reason"] = result.error
+    return info
 
 
 class KernelEnvBase:

@@ -91,6 +91,10 @@ def test_single_turn_scores_a_correct_answer_and_rejects_garbage(plugins, datase
     garbage = env.step("q7x( k2 model_new ``")
     assert garbage.done and garbage.reward == -1.0
     assert garbage.info["invalid_action"] and "no fenced files" in garbage.info["reason"]
+    env.reset("sigmoid")  # a scored failure says why too
+    broken = env.step(fenced_answer().replace("torch::Tensor", "torch::Tensr", 1))
+    assert broken.reward == -1.0 and broken.info["error_kind"] == "build"
+    assert "build failed" in broken.info["reason"] and "invalid_action" not in broken.info
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         env.reset("nope")
 

@@ -102,6 +102,7 @@ class JudgeProcess:
                 f"ctypes.CDLL(None).prctl(1, signal.SIGKILL); os.getppid() == {os.getpid()} or os._exit(0); "
                 f"from kag.core.eval.judge.judge import judge_entry; judge_entry({theirs.fileno()})")
         env = judge_environment()
+        self.environment = dict(env)  # what it started with: a warm judge is used only while it is still so
         self.tag = env[scratch.TAG_ENV] = secrets.token_hex(6)  # its scratch folders' names carry it
         scratch.remember_tagged(self.tag, [tempfile.gettempdir(), socket_safe_tempdir() or tempfile.gettempdir()])
         # a session of its own: a terminal's Ctrl-C (to the foreground process group) must not reach a
@@ -230,11 +231,14 @@ class WarmJudges:
             self.cond.notify_all()
 
     def take(self) -> "JudgeProcess | None":
+        """A judge started in this process's present environment (one started before a change of
+        TMPDIR, the cache or the lock folder would judge with what is gone: it is closed), or None."""
+        now = judge_environment()
         with self.cond:
             while self.ready:
                 judge = self.ready.pop(0)
-                if judge.proc.is_alive():
-                    self.cond.notify_all()  # start a replacement
+                self.cond.notify_all()  # start a replacement
+                if judge.proc.is_alive() and judge.environment == now:
                     return judge
                 judge.close()
         return None

@@ -1,0 +1,50 @@
+"""Judges kept warm: one is used only in the environment it started in."""
+
+import os
+import shutil
+import time
+
+from kag.core.eval.orchestrator import judge_process
+from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
+from tests.core.eval.orchestrator.test_evaluate import GOOD, TASK_CODE
+
+
+def _wait_ready(warm, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not warm.count_ready()[1] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert warm.count_ready()[1], "no warm judge imported torch in time"
+
+
+def test_a_warm_judge_started_before_the_environment_changed_is_not_used(monkeypatch, tmp_path):
+    """A long-lived process (a server, an episode, a test run) keeps a judge started ahead of need;
+    when TMPDIR (or the cache, or the lock folder) changes meanwhile, that judge would work in what is
+    gone: its candidate found no temporary folder and a right solution failed."""
+    from kag.core.records import Task
+
+    warm = judge_process.WARM
+    wanted = warm.wanted
+    gone = tmp_path / "tmp-then-gone"
+    gone.mkdir()
+    monkeypatch.setenv("TMPDIR", str(gone))
+    try:
+        warm.keep(1)
+        _wait_ready(warm)
+        stale = warm.ready[0]
+        monkeypatch.undo()
+        shutil.rmtree(gone)
+        task = Task(name="relu_scale", source="file", code=TASK_CODE, path=str(tmp_path / "model.py"))
+        result = evaluate(task, GOOD, EvalOptions(backend="cpu", num_timed=3, warmup=1, guards=()))
+        assert result.correct and result.error is None, result.error
+        assert stale.closed and stale not in warm.ready
+        _wait_ready(warm)  # its replacement started here and now: it is the one taken
+        fresh = warm.ready[0]
+        assert fresh.environment == judge_process.judge_environment()
+        assert judge_process.take_judge() is fresh
+        fresh.close()
+    finally:
+        warm.keep(wanted)
+        if not wanted:
+            while warm.ready:
+                warm.ready.pop().close()
+    assert os.environ.get("TMPDIR") != str(gone)
