@@ -32,6 +32,17 @@ def test_every_shipped_plugin_imports_kag_only_through_kag_plugin():
     assert not offenders, f"import these through kag.plugin (add the name there if it is missing): {offenders}"
 
 
+def test_the_core_imports_no_plugin_anywhere():
+    """The door opens one way: no core module imports a plugin, at module level or inside a function
+    (a plugin's data the core needs lives in the core; kag.core.plugins names the built-ins as strings)."""
+    offenders = {}
+    for path in sorted((ROOT / "kag" / "core").rglob("*.py")):
+        bad = {m for m in _kag_imports(path) if m.startswith("kag.plugins")}
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = sorted(bad)
+    assert not offenders, f"move what these need into kag.core: {offenders}"
+
+
 def test_every_public_name_resolves_and_is_declared_for_type_checkers():
     for name in kag.plugin.__all__:
         assert getattr(kag.plugin, name) is not None, name

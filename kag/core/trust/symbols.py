@@ -36,7 +36,7 @@ CUDA_METADATA = frozenset({"getCurrentDeviceProperties", "getDeviceProperties", 
                            "current_device", "is_available", "getCUDAHooks", "CUDAStream", "detail"})
 HANDLES_CUDNN = frozenset({"getCudnnHandle"})
 C10_REFUSED = frozenset({"Dispatcher", "OperatorHandle", "TypedOperatorHandle", "BoxedKernel", "KernelFunction"})
-# allocation, fills and views are what a binding may run of PyTorch's (kag.plugins.guards.torch_fallback's list)
+# allocation, fills and views are what a binding may run of PyTorch's (kag.core.trust.torch_ops' list)
 OVERLOADS = frozenset({"", "memory_format", "names", "Scalar", "Tensor", "int", "Dimname", "SymInt", "dtype", "out",
                        "self", "sizes", "size", "default", "using_ints", "using_sizes", "Tensor_list", "dim", "dims"})
 
@@ -44,7 +44,7 @@ OVERLOADS = frozenset({"", "memory_format", "names", "Scalar", "Tensor", "int", 
 def allowed_op_struct(name: str) -> bool:
     """Whether ``at::_ops::<name>`` is an allocation, fill, view or metadata operator (name is the
     operator's, then ``_<overload>`` when it has one)."""
-    from kag.plugins.guards.torch_fallback import ALLOWED_OPS
+    from kag.core.trust.torch_ops import ALLOWED_OPS
 
     for op in ALLOWED_OPS:
         if name == op or (name.startswith(op + "_") and name[len(op) + 1:] in OVERLOADS):

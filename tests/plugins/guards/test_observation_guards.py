@@ -14,7 +14,8 @@ from kag.core.eval.candidate.observe import CallObserver, Observations
 from kag.plugins.guards.precision import PrecisionPolicy
 from kag.plugins.guards.provenance import KernelProvenance, classify_kernels
 from kag.plugins.guards.tampering import NoTampering
-from kag.plugins.guards.torch_fallback import ALLOWED_OPS, NoTorchFallback
+from kag.plugin import ALLOWED_OPS
+from kag.plugins.guards.torch_fallback import NoTorchFallback
 
 X = torch.randn(64, 32)
 
