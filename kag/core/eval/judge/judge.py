@@ -400,7 +400,7 @@ def judge_main(conn: Any) -> None:
     except OSError:
         pass
     os.dup2(2, 1)  # nothing the judge or torch prints may reach the caller's stdout (kag score --json)
-    from kag.core.eval.candidate.channel import OutputCapture
+    from kag.core.eval.judge.output_capture import OutputCapture
 
     from kag.core import timeline
 
