@@ -7,7 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kag.core import scratch
+
+
+@pytest.fixture(autouse=True)
+def own_registry(monkeypatch):
+    """``remove_all`` sweeps every folder this process knows of, as an interrupted command must. In the
+    test process that included the live candidate folder of a judge kept warm by an earlier test (the
+    server's): the next in-process evaluation took that judge and its candidate found no TMPDIR (a
+    right solution judged wrong, CI). Each test here sweeps registries of its own."""
+    monkeypatch.setattr(scratch, "_MADE", set())
+    monkeypatch.setattr(scratch, "_TAGS", set())
 
 
 def test_a_folder_another_process_makes_with_the_tag_is_swept_whether_or_not_it_said_so(tmp_path: Path):
