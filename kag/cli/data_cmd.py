@@ -89,6 +89,8 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Eager time window in ms (default 1,100 on GPU, 0.1,100 on CPU)."),
         click.option("--compile-backend", default="inductor", show_default=True,
                      help="torch.compile backend the outputs are compared against."),
+        click.option("--filter", "filter_name", default="exec", show_default=True, metavar="NAME",
+                     help="The execution filter plugin (`kag plugins`); it is made with these options."),
         ray_address_option,
     ]):
         fn = opt(fn)
@@ -168,7 +170,7 @@ def compose(out: str, n: int, composer: str | None, mix: str | None, profile: st
 @user_errors
 @_data_errors
 def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, window_ms: str | None,
-               compile_backend: str, ray_address: str | None, quiet: bool, plugin_pairs: tuple[str, ...],
+               compile_backend: str, filter_name: str, ray_address: str | None, quiet: bool, plugin_pairs: tuple[str, ...],
                config_path: str | None) -> None:
     """Run every OUT/composed.jsonl task; keep the usable ones in OUT/filtered.jsonl."""
     from kag.core.data import stages as st
@@ -180,7 +182,7 @@ def filter_cmd(out: str, device: str, workers: int | None, timeout_s: float, win
     cands = read_jsonl(root / st.FILES["compose"])
     opts = dict(device=device, workers=workers, timeout_s=timeout_s, window_ms=window_ms, compile_backend=compile_backend)
     with st.progress_bar(not quiet) as bar:
-        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor)
+        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor, filter_name)
     s = manifest.stage("filter")
     click.echo(f"kept {len(kept)} of {len(cands)}; rejected: {s.get('reasons')}; "
                f"{s.get('throughput_tasks_per_min')} tasks/min")
@@ -233,7 +235,7 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
 @_data_errors
 def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix: str | None, profile: str,
           seed: int, policy: str | None, policy_opts: tuple[str, ...], device: str, workers: int | None,
-          timeout_s: float, window_ms: str | None, compile_backend: str, ray_address: str | None,
+          timeout_s: float, window_ms: str | None, compile_backend: str, filter_name: str, ray_address: str | None,
           against: str | None, threshold: float, quiet: bool, plugin_pairs: tuple[str, ...],
           config_path: str | None) -> None:
     """Run all stages into OUT (data.parquet + manifest.json); rerun to resume where it stopped."""
@@ -253,7 +255,7 @@ def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix
                            _composer_opts(plugins, name, profile, policy, policy_opts), n, parse_mix(mix), seed, bar)
         opts = dict(device=device, workers=workers, timeout_s=timeout_s, window_ms=window_ms,
                     compile_backend=compile_backend)
-        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor)
+        kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor, filter_name)
         _unchecked(manifest.stage("filter"))
         clean = st.decontaminate(plugins, kept, root / st.FILES["decontam"], manifest, reference, against,
                                  threshold, bar)

@@ -111,8 +111,8 @@ def _stop_safely(what: str, call: Callable[[], dict[str, Any]]) -> None:
         click.echo(json.dumps(summary, default=str, indent=1))
 
 
-def _stage_command(stage: str) -> click.Command:
-    @click.command(name=stage, help=STAGE_HELP[stage])
+def _stage_command(stage: str, help_text: str | None = None) -> click.Command:
+    @click.command(name=stage, help=help_text or STAGE_HELP[stage])
     @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
                   help="TOML with [train] and [train." + stage + "] tables (and [environments.NAME]).")
     @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -129,10 +129,23 @@ class _StageOrder(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)  # pipeline order, not alphabetical
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A stage of the recipe, or any registered algorithm (a plugin's: ``kag train NAME`` runs
+        it as a stage, with ``[train]`` and ``[train.NAME]``); plugins are loaded only for a name
+        that is not a built-in command, so ``kag train --help`` stays fast."""
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name not in ("recipe", "report"):
+            from kag.core.plugins import Plugins
+
+            if cmd_name in Plugins().registry.get("algorithm", {}):
+                command = _stage_command(cmd_name, f"The algorithm {cmd_name!r} (a plugin's) as a training stage.")
+        return command
+
 
 @click.group(cls=_StageOrder, help=(
     "Train the agent in the paper's stages: warmup -> collect -> rft -> value-pretrain -> agentic "
-    "(one at a time, or `kag train recipe` for all in one run directory).\n\n"
+    "(one at a time, or `kag train recipe` for all in one run directory); `kag train NAME` runs any "
+    "other registered algorithm (`kag plugins`) as a stage.\n\n"
     "Every stage reads one TOML config ([train], [train.STAGE] and [environments.NAME] tables), "
     "checkpoints to output_dir/checkpoint (rerun to resume) and logs metrics.jsonl (and TensorBoard "
     "when installed). model = \"tiny\" builds a ~100k-parameter local model for CPU runs."

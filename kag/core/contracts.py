@@ -248,7 +248,10 @@ class Composer(Protocol):
 
 @runtime_checkable
 class ExecutionFilter(Protocol):
-    """The ``filter`` stage's filter (``kag data`` creates the one named ``exec``)."""
+    """The ``filter`` stage's filter (``kag data filter --filter NAME``, default ``exec``), made with the
+    stage's options (``device``, ``workers``, ``timeout_s``, ``window_ms``, ``compile_backend``).
+    Optional: ``run_on(executor, items)``, the same verdicts from an executor's workers (without it the
+    filter runs only on this machine)."""
 
     device: str
     slots: list[str]  # one per worker

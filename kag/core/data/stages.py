@@ -153,12 +153,18 @@ def latest_rejects(path: Path, kept: set[str]) -> list[dict[str, Any]]:
 
 
 def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, manifest: Manifest,
-                filter_opts: dict[str, Any], bar: Any, executor: Any = None) -> list[dict[str, Any]]:
-    """``executor`` other than ``local``: the checks run on its workers (``ExecFilter.run_on``);
-    tasks whose job it lost stay unchecked (counted) and a rerun checks them."""
+                filter_opts: dict[str, Any], bar: Any, executor: Any = None, name: str = "exec") -> list[dict[str, Any]]:
+    """``name``: the ExecutionFilter plugin, made with ``filter_opts``. ``executor`` other than
+    ``local``: the checks run on its workers (the filter's ``run_on``, which the built-in has); tasks
+    whose job it lost stay unchecked (counted) and a rerun checks them."""
     remote = executor is not None and executor.name != "local"
-    filt = plugins.create("filter", "exec", **filter_opts, **({"here": False} if remote else {}))
+    filt = plugins.create("filter", name, **filter_opts, **({"here": False} if remote else {}))
+    if remote and not hasattr(filt, "run_on"):
+        raise SynthesisError(f"the filter {name!r} runs only on this machine (it has no run_on(executor, items)); "
+                         f"drop --executor/--ray-address or use --filter exec")
     params = {k: v for k, v in filt.params().items() if k != "workers"}
+    if name != "exec":  # another filter's verdicts are not the built-in's: the folder's filter is a parameter
+        params["filter"] = name
     if _check_params(manifest, "filter", params) and out.exists():
         return read_jsonl(out)
     rejects_path = out.with_name("filter_rejects.jsonl")
