@@ -61,7 +61,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
                                    "import_aliases", "parse_python", "regex_hits", "resolve", "solution_files",
                                    "strip_cpp_comments"),
         "kag.core.trust.symbols": ("demangle", "refused_imports"),
-        "kag.core.trust.torch_ops": ("ALLOWED_OPS", "is_allowed_op", "op_base_name"),
+        "kag.core.trust.torch_ops": ("ALLOWED_OPS", "is_allowed_op"),
     },
     "agent (tools, policies, environments, sandboxes)": {
         "kag.core.agent.toolkit": ("Tool", "ToolContext", "ToolError", "ToolOutput", "PARSE_ERROR_KEY",
@@ -170,4 +170,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.trust.confine import landlock_abi
     from kag.core.trust.safefs import NO_LINKS
     from kag.core.trust.symbols import demangle, refused_imports
-    from kag.core.trust.torch_ops import ALLOWED_OPS, is_allowed_op, op_base_name
+    from kag.core.trust.torch_ops import ALLOWED_OPS, is_allowed_op

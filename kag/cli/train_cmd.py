@@ -130,7 +130,7 @@ class _StageOrder(click.Group):
         return list(self.commands)  # pipeline order, not alphabetical
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """A stage of the recipe, or any registered algorithm (a plugin's: ``kag train NAME`` runs
+        """A stage of the recipe, or any other registered algorithm (a plugin's: ``kag train NAME`` runs
         it as a stage, with ``[train]`` and ``[train.NAME]``); plugins are loaded only for a name
         that is not a built-in command, so ``kag train --help`` stays fast."""
         command = super().get_command(ctx, cmd_name)
@@ -138,7 +138,7 @@ class _StageOrder(click.Group):
             from kag.core.plugins import Plugins
 
             if cmd_name in Plugins().registry.get("algorithm", {}):
-                command = _stage_command(cmd_name, f"The algorithm {cmd_name!r} (a plugin's) as a training stage.")
+                command = _stage_command(cmd_name, f"The registered algorithm {cmd_name!r} as a training stage.")
         return command
 
 
