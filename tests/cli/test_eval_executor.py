@@ -18,5 +18,6 @@ def test_ray_address_without_the_ray_executor_is_a_one_line_usage_error(tmp_path
 
 def test_an_unknown_executor_lists_the_known_ones(tmp_path):
     proc = run_kag("eval", "--dataset", f"local:{EXAMPLES / 'relu' / 'cpu' / 'model.py'}", "--backend", "cpu",
-                   "--plugin", "executor=dask", "--out", str(tmp_path / "out"))
+                   "--plugin", "executor=dask", "--out", str(tmp_path / "out"),
+                   env={"KAG_LOAD_PLUGINS": ""})  # the built-ins only: an installed plugin's executor is listed too
     assert proc.returncode == 2 and "unknown executor 'dask'; the executor plugins are: local, ray" in proc.stderr
