@@ -103,7 +103,8 @@ def test_environment_options_errors_say_what_to_fix(plugins, tmp_path):
     with pytest.raises(ValueError, match="set dataset ="):
         plugins.create("environment", "kernel-single")
     with pytest.raises(ValueError, match="backend must be auto or one of cpu, cuda, nvrtc"):
-        plugins.create("environment", "kernel-single", dataset=f"local:{EXAMPLE / 'model.py'}", backend="gpu")
+        plugins.create("environment", "kernel-single", dataset=f"local:{EXAMPLE / 'model.py'}", backend="gpu",
+                       plugins=plugins)  # the built-ins' backends: an installed plugin's would be listed too
     (tmp_path / "broken.py").write_text("x = 1\n")
     with pytest.raises(ValueError, match="has no usable task"):
         plugins.create("environment", "kernel-single", dataset=f"local:{tmp_path}")
