@@ -10,6 +10,9 @@ prints a markdown table: wall time, episodes per minute, per-worker efficiency a
   GPU (KernelBench level-1 with the replays of examples/replays/cuda; KernelBench at .kb):
     python3 bench/scripts/scale.py --kernelbench .kb --configs local:1,ray:1            # Ray's overhead
     python3 bench/scripts/scale.py --kernelbench .kb --configs ray:1,ray:2,ray:all      # scaling over GPUs
+  More episodes than replays: --repeat N scores every chosen task N times (N copies of the task under
+  r1/, r2/, ... of a local dataset, each with the task's replay), --level2-ids adds level-2 problems:
+    python3 bench/scripts/scale.py --kernelbench .kb --level2-ids 14 --repeat 2 --configs local:4,local:1,local:4
   Where the time goes: --timeline runs each configuration with `kag eval --timeline` and
   draws each one's lanes (bench/scripts/timeline_draw.py) into --keep; --draw FILE draws an existing file.
     python3 bench/scripts/scale.py --cpu --configs local:1,local:2 --timeline --keep runs/scale
@@ -42,6 +45,29 @@ def cpu_dataset(root: Path, names: list[str]) -> tuple[str, str]:
     for name in names:
         shutil.copy(EXAMPLES / name / "cpu" / "model.py", tasks / f"{name}.py")
         shutil.copy(EXAMPLES / name / "cpu" / "replay.json", replays / f"{name}.json")
+    return f"local:{tasks}", str(replays)
+
+
+def kernelbench_dataset(root: Path, kb: Path, ids: dict[int, set[int]], repeat: int) -> tuple[str, str]:
+    """A local dataset of ``repeat`` copies of the chosen KernelBench problems that have a CUDA replay
+    (``r1/level1/19_ReLU.py``...), and the replays at the same names: the same episode scored
+    ``repeat`` times, as RL scores one task many times."""
+    sys.path.insert(0, str(REPO))
+    tasks, replays = root / "tasks", root / "replays"
+    n = 0
+    for level, wanted in ids.items():
+        for replay in sorted((EXAMPLES / "replays" / "cuda" / f"level{level}").glob("*.json")):
+            if int(replay.stem.split("_")[0]) not in wanted:
+                continue
+            for r in range(1, repeat + 1):
+                rel = Path(f"r{r}") / f"level{level}"
+                (tasks / rel).mkdir(parents=True, exist_ok=True)
+                (replays / rel).mkdir(parents=True, exist_ok=True)
+                shutil.copy(kb / f"level{level}" / f"{replay.stem}.py", tasks / rel / f"{replay.stem}.py")
+                shutil.copy(replay, replays / rel / replay.name)
+                n += 1
+    if not n:
+        raise SystemExit(f"no replay in {EXAMPLES / 'replays' / 'cuda'} matches the chosen ids")
     return f"local:{tasks}", str(replays)
 
 
@@ -98,6 +124,8 @@ def main() -> None:
     ap.add_argument("--cpu", action="store_true", help="CPU twins on the cpu backend")
     ap.add_argument("--kernelbench", help="KernelBench checkout (GPU runs)")
     ap.add_argument("--ids", default=GPU_IDS, help="level-1 ids (GPU runs)")
+    ap.add_argument("--level2-ids", default="", help="level-2 ids too (GPU runs; a local copy of the problems)")
+    ap.add_argument("--repeat", type=int, default=1, help="score each task this many times (GPU runs)")
     ap.add_argument("--tasks", default="relu,sigmoid,tanh,gelu,elu,softsign",
                     help="examples with a CPU twin (CPU runs)")
     ap.add_argument("--configs", default="local:2,ray:2", help="EXECUTOR:WORKERS,... (WORKERS may be 'all')")
@@ -122,8 +150,15 @@ def main() -> None:
     else:
         if not args.kernelbench:
             raise SystemExit("give --kernelbench PATH (GPU runs) or --cpu")
-        dataset, replays = f"kernelbench:{args.kernelbench}", str(EXAMPLES / "replays" / "cuda")
-        extra = ["--level", "1", "--ids", args.ids, "--backend", "cuda"]
+        if args.repeat > 1 or args.level2_ids:
+            from kag.plugin import parse_ids
+
+            chosen = {1: set(parse_ids(args.ids) or ()), 2: set(parse_ids(args.level2_ids) or ())}
+            dataset, replays = kernelbench_dataset(work, Path(args.kernelbench), chosen, args.repeat)
+            extra = ["--backend", "cuda"]
+        else:
+            dataset, replays = f"kernelbench:{args.kernelbench}", str(EXAMPLES / "replays" / "cuda")
+            extra = ["--level", "1", "--ids", args.ids, "--backend", "cuda"]
         all_workers = gpu_count()
         import pynvml
 

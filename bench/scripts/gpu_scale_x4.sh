@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `kag eval` throughput over the GPUs of one host (4 x H200/H100): replayed KernelBench episodes through
+# `local` and `ray`, one GPU against all, the same verdicts checked (bench/scripts/scale.py).
+# Needs: NVIDIA GPUs, CUDA torch, nvcc; KernelBench in $KAG_KERNELBENCH (default .kb); for the Ray
+# stages Ray wheels in $KAG_RAY_WHEELS (default .wheels, `python3 bench/scripts/ray_wheels.py`).
+# Writes: each stage's table (.md, .json) and the timelines (runs/*/timeline.{jsonl,png}) to $KAG_BENCH_OUT.
+#   bash bench/scripts/gpu_scale_x4.sh warm local
+#   bash bench/scripts/gpu_scale_x4.sh warm ray nodes
+# Stages (one cache, $KAG_CACHE_DIR, for all of them: rates are of warm baselines, as in RL):
+#   warm   every task once at all GPUs (fills the baseline cache; its table is the cold rate)
+#   local  local:1 over the tasks once, local:all over them REPEAT times (default 2): the same mix
+#   ray    the same through a Ray cluster started before (`ray start --head`, outside the timed run)
+#   nodes  two Ray nodes on this host with disjoint GPUs (0-1 and 2-3), the tasks once: verdicts as local's
+# IDS (level 1) and IDS2 (level 2) choose the tasks (default: 15 of level 1 and level2/14, 16 tasks).
+source "$(dirname "$0")/env.sh"
+IDS="${IDS:-5,12,19-31}"
+IDS2="${IDS2:-14}"
+REPEAT="${REPEAT:-2}"
+scale() {  # NAME then scale.py's arguments
+  local name=$1; shift
+  timeout "${SCALE_TIMEOUT:-560}" python3 bench/scripts/scale.py --kernelbench "$KAG_KERNELBENCH" --ids "$IDS" \
+    --level2-ids "$IDS2" --timeline --keep "$OUT/runs/$name" --json "$OUT/$name.json" "$@" > "$OUT/$name.md" \
+    2> "$OUT/$name.log"
+  echo "rc=$?"; grep -v '^picture' "$OUT/$name.md" | grep -A30 '^device'
+  # the runs' folders keep only what the tables and pictures need
+  find "$OUT/runs/$name" -mindepth 2 -maxdepth 2 ! -name 'timeline.*' ! -name 'results.jsonl' ! -name 'summary.*' \
+    -exec rm -rf {} + 2>/dev/null
+}
+ray_up() {
+  python3 -c "import ray" 2>/dev/null || python3 -m pip install -q --no-index --find-links "${KAG_RAY_WHEELS:-.wheels}" ray 2>&1 | tail -2
+  python3 -c "import ray; print('ray', ray.__version__)" || return 1
+}
+nvidia-smi -L
+for stage in "$@"; do
+  case "$stage" in
+    warm)
+      step "warm: every task once, all GPUs (cold cache)"
+      scale warm --configs local:all ;;
+    local)
+      step "local: 1 GPU over the tasks once, all GPUs over them ${REPEAT} times"
+      scale local1 --configs local:1
+      scale localall --repeat "$REPEAT" --configs local:all ;;
+    ray)
+      step "ray: a cluster started before the timed runs"
+      ray_up || continue
+      ray stop --force >/dev/null 2>&1
+      ray start --head --disable-usage-stats --include-dashboard=false > "$OUT/ray_start.log" 2>&1 || { tail "$OUT/ray_start.log"; continue; }
+      export RAY_ADDRESS=127.0.0.1:6379
+      scale ray1 --configs ray:1
+      scale rayall --repeat "$REPEAT" --configs ray:all
+      unset RAY_ADDRESS; ray stop --force >/dev/null 2>&1 ;;
+    nodes)
+      step "two Ray nodes on one host, GPUs 0-1 and 2-3"
+      ray_up || continue
+      ray stop --force >/dev/null 2>&1
+      CUDA_VISIBLE_DEVICES=0,1 ray start --head --num-gpus 2 --disable-usage-stats --include-dashboard=false > "$OUT/ray_nodes.log" 2>&1
+      CUDA_VISIBLE_DEVICES=2,3 ray start --address 127.0.0.1:6379 --num-gpus 2 --disable-usage-stats >> "$OUT/ray_nodes.log" 2>&1
+      python3 -c "import ray; ray.init(address='127.0.0.1:6379'); print('nodes', len([n for n in ray.nodes() if n['Alive']]), ray.cluster_resources().get('GPU'))" 2>&1 | tail -1
+      RAY_ADDRESS=127.0.0.1:6379 scale nodes --configs ray:all
+      ray stop --force >/dev/null 2>&1 ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
