@@ -104,7 +104,9 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
     write_summary(out)
     click.echo((out / "summary.md").read_text())
     click.echo(f"results: {out / 'results.jsonl'}  plot: {out / 'fast_p.png'}")
-    if timeline:
+    if timeline and not (out / "timeline.jsonl").exists():  # workers on other nodes write on their own disks
+        click.echo(f"timeline: no spans were written to {out / 'timeline.jsonl'} on this machine", err=True)
+    elif timeline:
         from kag.core.timeline import read, summarize
 
         top = list(summarize(read(str(out / "timeline.jsonl"))).items())[:8]

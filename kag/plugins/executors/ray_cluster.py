@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 from kag.plugin import ExecutorStats, Job, JobOutcome, PluginError, call_job, hookimpl, wants_restart
 
 NAMESPACE = "kag"  # workers are named actors here: kag-<run>-w<slot>.<generation>
+TIMELINE_ENV = "KAG_TIMELINE"  # kag eval --timeline's file (kag.core.timeline): passed to each worker
 
 
 def _import_ray() -> Any:
@@ -64,13 +65,16 @@ def settle(read: Any, job: Job, attempts: int, worker: str, max_retries: int) ->
 class RayWorker:
     """One Ray actor: holds its GPU for the whole run, with a judge started ahead of each job."""
 
-    def __init__(self, warm_judges: int, omp_threads: str | None) -> None:
+    def __init__(self, warm_judges: int, omp_threads: str | None, timeline: str | None = None) -> None:
         self.current: str | None = None
         # Ray sets OMP_NUM_THREADS=1 in its workers; evaluations here must time as a local run does
         if omp_threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = omp_threads
+        if timeline:  # the driver's --timeline file: a worker of a cluster started before has not got it
+            os.makedirs(os.path.dirname(timeline) or ".", exist_ok=True)
+            os.environ[TIMELINE_ENV] = timeline  # set before any judge starts: they inherit it
         if warm_judges:
             from kag.plugin import keep_judges_warm
 
@@ -146,7 +150,8 @@ class RayExecutor:
             launched[slot] = ray.remote(RayWorker).options(
                 name=f"kag-{self.run_id}-w{slot}.{generation}", namespace=NAMESPACE, max_restarts=0,
                 max_concurrency=2,  # ``info`` answers while ``run`` works
-                num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0, os.environ.get("OMP_NUM_THREADS"))
+                num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0, os.environ.get("OMP_NUM_THREADS"),
+                                                os.environ.get(TIMELINE_ENV))
         infos = {slot: actor.info.remote() for slot, actor in launched.items()}
         ready = {}
         from kag.plugin import KAG_VERSION

@@ -117,7 +117,8 @@ def _rows(out: Path) -> dict[str, dict]:
 
 @pytest.mark.slow  # 40 s in CI; a killed worker's job retried: test_a_killed_worker_costs_its_job_a_retry_...
 def test_kag_eval_through_the_cluster_survives_a_killed_worker_with_local_results(cluster, tmp_path):
-    """relu has a passing replay; tanh has none (its episode fails at once, as with local)."""
+    """relu has a passing replay; tanh has none (its episode fails at once, as with local). With
+    --timeline, the workers of a cluster started before the run write their judges' spans too."""
     tasks, replays = tmp_path / "tasks", tmp_path / "replays"
     tasks.mkdir()
     replays.mkdir()
@@ -127,7 +128,7 @@ def test_kag_eval_through_the_cluster_survives_a_killed_worker_with_local_result
     out = tmp_path / "out"
     args = [sys.executable, "-m", "kag.cli.main", "eval", "--dataset", f"local:{tasks}", "--policy", "replay",
             "--policy-option", f"path={replays}", "--backend", "cpu", "--num-timed", "5", "--out", str(out),
-            "--plugin", "executor=ray", "--ray-address", cluster.address, "--concurrency", "2"]
+            "--plugin", "executor=ray", "--ray-address", cluster.address, "--concurrency", "2", "--timeline"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = _kill_a_busy_worker("relu", deadline_s=600)
     stdout, stderr = proc.communicate(timeout=900)
@@ -142,6 +143,8 @@ def test_kag_eval_through_the_cluster_survives_a_killed_worker_with_local_result
     assert "1 retried after a lost worker, 1 workers lost" in stdout
     trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert sorted(t["task"] for t in trajectories) == ["relu", "tanh"]  # sent back, written here
+    labels = {json.loads(line)["label"] for line in (out / "timeline.jsonl").read_text().splitlines()}
+    assert {"judge: checks done", "judge: timed windows done"} <= labels, sorted(labels)
 
 
 def _alive(pid: int) -> bool:
