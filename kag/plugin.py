@@ -82,7 +82,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "kag.core.eval.orchestrator.baseline_cache": ("BaselineCache", "cache_key"),
         "kag.core.eval.orchestrator.gpu_pool": ("cuda_home", "default_pool", "gpu_arch", "list_gpus", "pick_backend"),
         "kag.core.eval.orchestrator.timing_lock": ("TimingSlot", "host_work", "slot_name"),
-        "kag.core.eval.orchestrator.judge_process": ("keep_judges_warm",),
+        "kag.core.eval.orchestrator.judge_process": ("JUDGES_PER_EPISODE", "keep_judges_warm"),
         "kag.core.eval.serve.remote": ("ExecutorEvaluations",),
     },
     "executors": {
@@ -153,7 +153,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.eval.orchestrator.gpu_pool import cuda_home, default_pool, gpu_arch, list_gpus, pick_backend
     from kag.core.eval.orchestrator.guarding import (GuardBase, GuardOptions, RunInfo, SourceFile, dotted_name, import_aliases,
                                         parse_python, regex_hits, resolve, solution_files, strip_cpp_comments)
-    from kag.core.eval.orchestrator.judge_process import keep_judges_warm
+    from kag.core.eval.orchestrator.judge_process import JUDGES_PER_EPISODE, keep_judges_warm
     from kag.core.eval.serve.remote import ExecutorEvaluations
     from kag.core.eval.orchestrator.timing_lock import TimingSlot, host_work, slot_name
     from kag.core.executor import ExecutorStats, Job, JobOutcome, LocalExecutor, call_job, wants_restart

@@ -87,9 +87,9 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
                                f"({time.monotonic() - ended[1]:.0f} s)", err=True)
 
             if gpu and executor.name == "local":  # one judge started ahead per episode in flight
-                from kag.core.eval.orchestrator.judge_process import keep_judges_warm
+                from kag.core.eval.orchestrator.judge_process import JUDGES_PER_EPISODE, keep_judges_warm
 
-                keep_judges_warm(concurrency or 1)
+                keep_judges_warm(JUDGES_PER_EPISODE * (concurrency or 1))
             workers = concurrency or (None if executor.name != "local" else 1)
             run_jobs(loaded.tasks, out, executor, make_job, workers, gpu=gpu, progress=finished, on_value=on_value)
     except KeyboardInterrupt:  # Ctrl-C: the episodes in flight end unrecorded, the summary covers the rest

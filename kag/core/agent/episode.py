@@ -86,9 +86,9 @@ class EpisodeEvaluator:
 
         remote = isinstance(sandbox, SandboxEvaluator) or isinstance(pool, ExecutorEvaluations)
         if options.backend != "cpu" and not remote:
-            from kag.core.eval.orchestrator.judge_process import keep_judges_warm
+            from kag.core.eval.orchestrator.judge_process import JUDGES_PER_EPISODE, keep_judges_warm
 
-            keep_judges_warm(1)  # an episode evaluates again and again: keep a judge started
+            keep_judges_warm(JUDGES_PER_EPISODE)  # an episode evaluates again and again: keep judges started
 
     def score(self, solution: Solution, options: EvalOptions | None = None) -> EvalResult:
         """The trusted verdict, from the sandbox's evaluator when it has one (the final re-score too)."""

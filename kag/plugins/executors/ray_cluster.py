@@ -19,7 +19,8 @@ import uuid
 from collections import deque
 from typing import Any, Iterable, Iterator
 
-from kag.plugin import ExecutorStats, Job, JobOutcome, PluginError, call_job, hookimpl, wants_restart
+from kag.plugin import (JUDGES_PER_EPISODE, ExecutorStats, Job, JobOutcome, PluginError, call_job, hookimpl,
+                        wants_restart)
 
 NAMESPACE = "kag"  # workers are named actors here: kag-<run>-w<slot>.<generation>
 TIMELINE_ENV = "KAG_TIMELINE"  # kag eval --timeline's file (kag.core.timeline): passed to each worker
@@ -150,8 +151,8 @@ class RayExecutor:
             launched[slot] = ray.remote(RayWorker).options(
                 name=f"kag-{self.run_id}-w{slot}.{generation}", namespace=NAMESPACE, max_restarts=0,
                 max_concurrency=2,  # ``info`` answers while ``run`` works
-                num_gpus=1 if gpu else 0, num_cpus=1).remote(1 if gpu else 0, os.environ.get("OMP_NUM_THREADS"),
-                                                os.environ.get(TIMELINE_ENV))
+                num_gpus=1 if gpu else 0, num_cpus=1).remote(
+                    JUDGES_PER_EPISODE if gpu else 0, os.environ.get("OMP_NUM_THREADS"), os.environ.get(TIMELINE_ENV))
         infos = {slot: actor.info.remote() for slot, actor in launched.items()}
         ready = {}
         from kag.plugin import KAG_VERSION

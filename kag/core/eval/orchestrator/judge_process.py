@@ -23,6 +23,11 @@ import attrs
 from kag.core.eval.boundary import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 
+# An episode asks for verdicts in quick succession (verify, profile, then the final score once the
+# sandbox is closed): with one judge kept per episode, the next request took the replacement while it
+# was still importing torch. Measured on 4 x H200: 48 judges for 16 episodes, 15 found ready.
+JUDGES_PER_EPISODE = 2
+
 # RAY_TMPDIR: the candidate empties Ray's temp folder (kag.core.trust.private_mounts); KAG_TIMELINE:
 # the run's timeline (kag.core.timeline), which the candidate drops
 JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR", "KAG_BELL",

@@ -48,3 +48,26 @@ def test_a_warm_judge_started_before_the_environment_changed_is_not_used(monkeyp
             while warm.ready:
                 warm.ready.pop().close()
     assert os.environ.get("TMPDIR") != str(gone)
+
+
+def test_an_episodes_next_request_finds_a_judge_with_torch_imported():
+    """An episode asks for verdicts in quick succession (verify, profile, the final score): the
+    judge taken for the second must not be the replacement just started for the first (on 4 x H200,
+    with one kept per episode, 15 of 48 judges were found ready)."""
+    warm = judge_process.WARM
+    wanted = warm.wanted
+    try:
+        warm.keep(judge_process.JUDGES_PER_EPISODE)
+        deadline = time.monotonic() + 90
+        while warm.count_ready()[1] < judge_process.JUDGES_PER_EPISODE and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = judge_process.take_judge()  # verify
+        second = judge_process.take_judge()  # profile, at once
+        assert first.torch_ready() and second.torch_ready()
+        first.close()
+        second.close()
+    finally:
+        warm.keep(wanted)
+        if not wanted:
+            while warm.ready:
+                warm.ready.pop().close()
