@@ -59,6 +59,9 @@ def _reference(plugins: Any, config: Any, against: str | None) -> list[tuple[str
 
 common_out = click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                           help="Output folder (stage files and manifest.json).")
+decontam_option = click.option("--decontam", "decontam_name", default="decontam", show_default=True, metavar="NAME",
+                               help="The decontamination filter plugin (`kag plugins`), made with --threshold and "
+                                    "kag.toml's [filters.NAME].")
 quiet_opt = click.option("--quiet", is_flag=True, help="No progress bar.")
 
 
@@ -97,12 +100,14 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _composer_opts(plugins: Any, composer: str, profile: str, policy: str | None, policy_opts: tuple[str, ...]) -> dict:
+def _composer_opts(plugins: Any, config: Any, composer: str, profile: str, policy: str | None,
+                   policy_opts: tuple[str, ...]) -> dict:
+    """kag.toml's ``[composers.NAME]`` options, under what the command line says."""
     if profile == "auto":
         import torch
 
         profile = "gpu" if torch.cuda.is_available() else "cpu"
-    opts: dict[str, Any] = {"profile": profile}
+    opts: dict[str, Any] = {**config.options("composers", composer), "profile": profile}
     if composer == "llm":
         opts.update(plugins=plugins, policy=policy,
                     policy_options=parse_key_values(policy_opts, "--policy-option", "model=my-model"))
@@ -150,14 +155,14 @@ def compose(out: str, n: int, composer: str | None, mix: str | None, profile: st
     from kag.core.data import stages as st
     from kag.core.data.synthesis import parse_mix
 
-    plugins, _ = make_plugins(plugin_pairs, config_path)
+    plugins, config = make_plugins(plugin_pairs, config_path)
     root, manifest = _folder(out)
     name = composer or plugins.selected("composer")
     weights = parse_mix(mix)
     seeds = st.load_seeds(root / st.FILES["crawl"])
     with st.progress_bar(not quiet) as bar:
         recs = st.compose(plugins, seeds, root / st.FILES["compose"], manifest, name,
-                          _composer_opts(plugins, name, profile, policy, policy_opts), n, weights, seed, bar)
+                          _composer_opts(plugins, config, name, profile, policy, policy_opts), n, weights, seed, bar)
     click.echo(f"{len(recs)} composed tasks in {root / st.FILES['compose']}; "
                f"failed attempts: {manifest.stage('compose').get('attempt_reasons')}")
 
@@ -202,12 +207,13 @@ def _unchecked(stage: dict[str, Any]) -> None:
 @click.option("--against", default=None, metavar="NAME:PATH", help="Benchmark to compare with, e.g. kernelbench:PATH.")
 @click.option("--threshold", type=float, default=0.9, show_default=True,
               help="Drop tasks whose similarity (op graph, AST, or the same outputs: 1.0) is at or above this.")
+@decontam_option
 @quiet_opt
 @plugin_options
 @user_errors
 @_data_errors
-def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugin_pairs: tuple[str, ...],
-             config_path: str | None) -> None:
+def decontam(out: str, against: str | None, threshold: float, decontam_name: str, quiet: bool,
+             plugin_pairs: tuple[str, ...], config_path: str | None) -> None:
     """Drop OUT/filtered.jsonl tasks that compute what a benchmark task computes; write the histogram."""
     from kag.core.data import stages as st
     from kag.core.records import read_jsonl
@@ -217,7 +223,8 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
     tasks = read_jsonl(root / st.FILES["filter"])
     with st.progress_bar(not quiet) as bar:
         kept = st.decontaminate(plugins, tasks, root / st.FILES["decontam"], manifest,
-                                _reference(plugins, config, against), against, threshold, bar)
+                                _reference(plugins, config, against), against, threshold, bar, decontam_name,
+                                config.options("filters", decontam_name))
     st.write_output(kept, root / st.FILES["output"], manifest)
     click.echo(f"kept {len(kept)} of {len(tasks)}; {root / st.FILES['output']}, {root / 'decontam_hist.png'}")
 
@@ -229,6 +236,7 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
 @filter_options
 @click.option("--against", default=None, metavar="NAME:PATH", help="Benchmark to decontaminate against.")
 @click.option("--threshold", type=float, default=0.9, show_default=True)
+@decontam_option
 @quiet_opt
 @plugin_options
 @user_errors
@@ -236,7 +244,7 @@ def decontam(out: str, against: str | None, threshold: float, quiet: bool, plugi
 def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix: str | None, profile: str,
           seed: int, policy: str | None, policy_opts: tuple[str, ...], device: str, workers: int | None,
           timeout_s: float, window_ms: str | None, compile_backend: str, filter_name: str, ray_address: str | None,
-          against: str | None, threshold: float, quiet: bool, plugin_pairs: tuple[str, ...],
+          against: str | None, threshold: float, decontam_name: str, quiet: bool, plugin_pairs: tuple[str, ...],
           config_path: str | None) -> None:
     """Run all stages into OUT (data.parquet + manifest.json); rerun to resume where it stopped."""
     from kag.core.data import stages as st
@@ -252,13 +260,14 @@ def build(out: str, crawlers: tuple[str, ...], n: int, composer: str | None, mix
         seeds = st.crawl(plugins, root / st.FILES["crawl"], manifest, names, bar,
                          {n: config.options("crawlers", n) for n in names})
         cands = st.compose(plugins, seeds, root / st.FILES["compose"], manifest, name,
-                           _composer_opts(plugins, name, profile, policy, policy_opts), n, parse_mix(mix), seed, bar)
+                           _composer_opts(plugins, config, name, profile, policy, policy_opts), n, parse_mix(mix),
+                           seed, bar)
         opts = dict(device=device, workers=workers, timeout_s=timeout_s, window_ms=window_ms,
                     compile_backend=compile_backend)
         kept = st.exec_filter(plugins, cands, root / st.FILES["filter"], manifest, opts, bar, executor, filter_name)
         _unchecked(manifest.stage("filter"))
         clean = st.decontaminate(plugins, kept, root / st.FILES["decontam"], manifest, reference, against,
-                                 threshold, bar)
+                                 threshold, bar, decontam_name, config.options("filters", decontam_name))
     st.write_output(clean, root / st.FILES["output"], manifest)
     stages = manifest.data["stages"]
     click.echo(f"seeds {stages['crawl']['seeds']} -> composed {stages['compose']['composed']} -> "

@@ -265,7 +265,8 @@ class ExecutionFilter(Protocol):
 
 @runtime_checkable
 class DecontamFilter(Protocol):
-    """The ``decontam`` stage's filter (``kag data`` creates the one named ``decontam``)."""
+    """The ``decontam`` stage's filter: ``kag data decontam/build --decontam NAME`` (default the built-in
+    ``decontam``) creates it with ``threshold=`` and its ``[filters.NAME]`` options from kag.toml."""
 
     reference: list[Any]  # the benchmark tasks added so far
 

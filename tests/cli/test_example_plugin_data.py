@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from tests.cli.conftest import run_with_plugin
 from tests.conftest import run_kag
 
 NAMES = {"dataset": "example-tiny", "crawler": "example-seeds", "composer": "example-chain",
          "filter": "example-finite"}
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kernelbench_sample"
 ORIGIN = "kag-example-plugin 0.1.0"
 
 
@@ -43,11 +45,15 @@ def test_the_commands_take_the_dataset_the_crawler_and_the_composer(example_plug
     assert (crawled["example-seeds"]["found"], crawled["example-seeds"]["instantiated"]) == (6, 5)
     assert list(crawled["example-seeds"]["failures"]) == ["cholesky"]
 
+    config = tmp_path / "kag.toml"  # the chosen plugins' options, by kind and name
+    config.write_text('[composers.example-chain]\nexclude = ["softcap"]\n\n[filters.example-text]\nmin_chars = 10\n')
     _kag(example_plugin, "data", "compose", "--out", str(out), "--composer", "example-chain", "--n", "4",
-         "--mix", "torch#3=1", "--profile", "cpu", "--quiet")
+         "--mix", "torch#3=1", "--profile", "cpu", "--quiet", "--config", str(config))
     composed = [json.loads(line) for line in (out / "composed.jsonl").read_text().splitlines()]
     assert len(composed) == 4
-    shape_keeping = {"squared_relu", "signed_sqrt", "softcap", "rms_norm"}  # not glu_proj: a Linear, f -> f2/2
+    assert json.loads((out / "manifest.json").read_text())["stages"]["compose"]["params"]["composer_params"] == \
+        {"profile": "cpu", "exclude": ["softcap"]}
+    shape_keeping = {"squared_relu", "signed_sqrt", "rms_norm"}  # not glu_proj (a Linear, f -> f2/2), not softcap
     for task in composed:
         assert task["composer"] == "example-chain" and task["data_source"] == "torch#3"
         assert len(task["ops"]) == 3 and set(task["ops"]) <= shape_keeping, task["ops"]
@@ -60,6 +66,18 @@ def test_the_commands_take_the_dataset_the_crawler_and_the_composer(example_plug
     assert stage["kept"] == 4, stage  # the chains of squared ReLU, softcap... are finite and small
     again = run_kag("data", "filter", "--out", str(out), "--device", "cpu", "--quiet", env=example_plugin)
     assert again.returncode == 2 and "finished with other parameters" in again.stderr  # not the built-in's verdicts
+
+    # the decontamination filter chosen by name, with its kag.toml options; an execution filter refused
+    wrong = run_kag("data", "decontam", "--out", str(out), "--decontam", "example-finite", env=example_plugin)
+    assert wrong.returncode == 2 and "is not a decontamination filter" in wrong.stderr, wrong.stderr[-2000:]
+    _kag(example_plugin, "data", "decontam", "--out", str(out), "--decontam", "example-text", "--against",
+         f"kernelbench:{SAMPLE}", "--threshold", "0.95", "--config", str(config), "--quiet")
+    stage = json.loads((out / "manifest.json").read_text())["stages"]["decontam"]
+    assert stage["params"] == {"against": f"kernelbench:{SAMPLE}", "threshold": 0.95, "filter": "example-text",
+                               "min_chars": 10}
+    assert stage["checked"] == 4 and stage["kept"] == 4 and stage["reference_tasks"] > 0, stage
+    report = json.loads((out / "decontam_report.json").read_text())
+    assert report["filter"] == "example-text" and report["checked"] == 4 and 0 < report["max"] < 0.95
 
 
 def test_each_runs_through_its_contract(example_plugin):

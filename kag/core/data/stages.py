@@ -227,12 +227,18 @@ def exec_filter(plugins: Plugins, candidates: list[dict[str, Any]], out: Path, m
 
 def decontaminate(plugins: Plugins, tasks: list[dict[str, Any]], out: Path, manifest: Manifest,
                   reference: list[tuple[str, str]] | None, against: str | None, threshold: float,
-                  bar: Any) -> list[dict[str, Any]]:
-    params = {"against": against, "threshold": threshold, "method": "op_graph+ast+numeric"}
+                  bar: Any, name: str = "decontam", options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``name``: the DecontamFilter plugin, made with ``threshold`` and ``options`` (kag.toml's
+    ``[filters.NAME]``); another filter's verdicts are not the built-in's, so its name is a parameter."""
+    params: dict[str, Any] = {"against": against, "threshold": threshold}
+    params.update({"method": "op_graph+ast+numeric"} if name == "decontam" else {"filter": name, **(options or {})})
     if _check_params(manifest, "decontam", params) and out.exists():
         return read_jsonl(out)
     start = time.perf_counter()
-    dec = plugins.create("filter", "decontam", threshold=threshold)
+    dec = plugins.create("filter", name, **{**(options or {}), "threshold": threshold})
+    if not all(hasattr(dec, attr) for attr in ("add_reference", "score", "keep", "write_report")):
+        raise SynthesisError(f"the filter {name!r} is not a decontamination filter (it needs add_reference, score, "
+                             f"keep and write_report); choose one with --decontam NAME (`kag plugins`)")
     task = bar.add_task("decontam", total=len(tasks), note="tracing the reference tasks")
     dec.add_reference(reference or [])
     bar.update(task, note=f"{len(dec.reference)} reference tasks")

@@ -9,12 +9,18 @@
 - composer ``example-chain``: chains k shape-keeping seeds (bucket ``torch#k``) on one input, with no
   shape probing (``kag data compose --composer example-chain``);
 - filter ``example-finite``: an execution filter that keeps a task when one run of it gives a finite
-  output of at most ``max_numel`` elements (``kag data filter --filter example-finite``).
+  output of at most ``max_numel`` elements (``kag data filter --filter example-finite``);
+- filter ``example-text``: a decontamination filter that compares source text (the built-in ``decontam``
+  compares what tasks compute) (``kag data decontam --decontam example-text --against kernelbench:PATH``).
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
+import json
 import random
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from kag.plugin import (CRAWL_CHOICES, CRAWL_SHAPES, SIZE_PROFILES, ComposedTask, ComposeError, CrawlResult,
@@ -129,18 +135,19 @@ RANK_FREE = {"activation", "elementwise", "softmax", "scan"}  # ops that run on 
 class ChainComposer:
     """Bucket ``torch#k``: k torch seeds with no constructor (no sizes chosen) that kept their input's
     shape when crawled, applied in turn to one sampled input; every step sees that shape, so nothing
-    is probed (no torch needed here). The seeds of other crawlers qualify too (``made_by["out_shape"]``)."""
+    is probed (no torch needed here). The seeds of other crawlers qualify too (``made_by["out_shape"]``).
+    Options (kag.toml's ``[composers.example-chain]``): ``exclude``, ops it never picks."""
 
-    def __init__(self, profile: str = "cpu", **_: Any):
+    def __init__(self, profile: str = "cpu", exclude: Iterable[str] = (), **_: Any):
         if profile not in SIZE_PROFILES:
             raise SynthesisError(f"unknown size profile {profile!r}; choose one of {', '.join(SIZE_PROFILES)}")
-        self.profile = profile
+        self.profile, self.exclude = profile, sorted(exclude)
 
     def params(self) -> dict[str, Any]:
-        return {"profile": self.profile}
+        return {"profile": self.profile, "exclude": self.exclude}
 
     def compose(self, seeds: list[Seed], bucket: str, index: int, seed: int = 0) -> ComposedTask:
-        keeps = [s for s in seeds if s.source == "torch" and s.step.init is None
+        keeps = [s for s in seeds if s.source == "torch" and s.step.init is None and s.op not in self.exclude
                  and s.made_by.get("out_shape") == s.input_shape]
         if not bucket.startswith("torch#") or not keeps:
             raise ComposeError(f"example-chain stacks shape-keeping torch seeds; none for bucket {bucket}")
@@ -191,6 +198,41 @@ class FiniteOutputFilter:
                         {"ok": False, "reason": reason, "detail": ""})
 
 
+class SourceTextFilter:
+    """A ``DecontamFilter``: a task's score is its closest benchmark task's source similarity (difflib's
+    ratio of the two modules as ``ast.unparse`` writes them, so comments and spacing do not count); a
+    task at or above ``threshold`` is dropped. ``kag data decontam --decontam example-text`` makes it with
+    ``threshold=`` and kag.toml's ``[filters.example-text]`` options (here ``min_chars``)."""
+
+    def __init__(self, threshold: float = 0.9, min_chars: int = 0, **_: Any):
+        self.threshold, self.min_chars = float(threshold), int(min_chars)
+        self.reference: list[tuple[str, str]] = []
+
+    @staticmethod
+    def _text(code: str) -> str:
+        try:
+            return ast.unparse(ast.parse(code))
+        except SyntaxError:
+            return code
+
+    def add_reference(self, items: Iterable[tuple[str, str]]) -> None:
+        self.reference += [(name, self._text(code)) for name, code in items if len(code) >= self.min_chars]
+
+    def score(self, code: str) -> tuple[float, str | None]:
+        text = self._text(code)
+        best = max(((difflib.SequenceMatcher(None, text, ref).ratio(), name) for name, ref in self.reference),
+                   default=(0.0, None))
+        return best
+
+    def keep(self, score: float) -> bool:
+        return score < self.threshold
+
+    def write_report(self, scores: list[float], out_dir: Path, extra: dict[str, Any] | None = None) -> None:
+        report = {"filter": "example-text", "threshold": self.threshold, "checked": len(scores),
+                  "dropped": sum(not self.keep(s) for s in scores), "max": max(scores, default=None), **(extra or {})}
+        (Path(out_dir) / "decontam_report.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
 @hookimpl
 def kag_register_datasets(register):
     register("example-tiny", TinyDataset)
@@ -209,3 +251,4 @@ def kag_register_composers(register):
 @hookimpl
 def kag_register_filters(register):
     register("example-finite", FiniteOutputFilter)
+    register("example-text", SourceTextFilter)
