@@ -23,7 +23,8 @@ def _lazy(module: str, attr: str, doc: str) -> Any:
         if config is None:
             from kag.plugins.algorithms.ppo.config import train_config_from_dict
 
-            config = train_config_from_dict(stage or attr, config_data or {}, where=where)
+            config = train_config_from_dict(stage or attr, config_data or {}, where=where,
+                                            algorithms=plugins.names("algorithm") if plugins is not None else ())
         return getattr(importlib.import_module(f"kag.plugins.algorithms.ppo.{module}"), attr)(config, plugins)
 
     def check_available() -> str | None:  # every stage builds Hugging Face models

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import attrs
 
@@ -205,10 +205,16 @@ def adaptive_kl(coef: float, measured: float, target: float, episodes: int, hori
     return coef * (1.0 + error * episodes / horizon)
 
 
-def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train config") -> TrainConfig:
-    """Merge ``[train]`` and ``[train.STAGE]`` (and ``[environments.NAME]``) into a TrainConfig."""
+def train_config_from_dict(stage: str, data: dict[str, Any], where: str = "train config",
+                           algorithms: Iterable[str] = ()) -> TrainConfig:
+    """Merge ``[train]`` and ``[train.STAGE]`` (and ``[environments.NAME]``) into a TrainConfig.
+    ``algorithms``: the registered algorithms' names; their ``[train.NAME]`` tables are theirs (one
+    config may drive PPO's stages and a plugin's algorithm), any other unknown table is an error."""
     train = dict(data.get("train", {}))
     per_stage = {k: train.pop(k) for k in list(train) if k in STAGES}
+    for name in set(algorithms) - set(STAGES):
+        if isinstance(train.get(name), dict):
+            train.pop(name)
     merged = {**train, **per_stage.get(stage, {})}
     unknown = sorted(set(merged) - FIELDS)
     if unknown:

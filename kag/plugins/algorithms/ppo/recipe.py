@@ -57,7 +57,9 @@ def run_recipe(data: dict[str, Any], where: str, plugins: Any, echo: Callable[[s
                          f"without it (the same config and run_dir wire them)")
     out = recipe_run_dir(data, where, run_dir)
     data = {**data, "train": {**data.get("train", {}), "run_dir": str(out)}}
-    configs = {stage: train_config_from_dict(stage, data, where=where) for stage in STAGES}  # all errors first
+    algorithms = plugins.names("algorithm") if plugins is not None else ()
+    configs = {stage: train_config_from_dict(stage, data, where=where, algorithms=algorithms)
+               for stage in STAGES}  # all errors first
     out.mkdir(parents=True, exist_ok=True)
     state = load_state(out)
     if state.get("config") not in (None, data):
