@@ -44,7 +44,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "kag.core.contracts": ("Dataset", "AgentTool", "SandboxHandle", "Sandbox", "SandboxEvaluator", "Baseline",
                                "Reward", "Guard", "StaticGuard", "BuildGuard", "ObservationGuard", "Tolerance",
                                "Policy", "Algorithm", "Backend", "Environment", "Crawler", "Composer",
-                               "ExecutionFilter", "DecontamFilter", "Executor", "MetricSink", "KIND_CONTRACTS"),
+                               "ExecutionFilter", "DecontamFilter", "Filter", "Executor", "MetricSink", "KIND_CONTRACTS"),
     },
     "records": {
         "kag.core.records": ("Task", "Solution", "EvalResult", "Violation", "Message", "ToolCall", "Turn",
@@ -53,7 +53,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "kag.core.interrupt": ("STOP", "StopRequested"),
     },
     "tasks (datasets)": {
-        "kag.core.tasks": ("LoadedTasks", "TaskError", "check_task_code", "collect", "load_module",
+        "kag.core.tasks": ("LoadedTasks", "SkippedFile", "TaskError", "check_task_code", "collect", "load_module",
                            "parse_dataset_spec", "parse_ids", "read_text"),
     },
     "guards": {
@@ -137,7 +137,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.agent.workspace import read_solution, skill_text
     from kag.core.config import load_config
     from kag.core.contracts import (KIND_CONTRACTS, AgentTool, Algorithm, Backend, Baseline, BuildGuard, Composer,
-                                    Crawler, Dataset, DecontamFilter, Environment, ExecutionFilter, Executor, Guard,
+                                    Crawler, Dataset, DecontamFilter, Environment, ExecutionFilter, Executor, Filter,
+                                    Guard,
                                     MetricSink, ObservationGuard, Policy, Reward, Sandbox, SandboxEvaluator,
                                     SandboxHandle, StaticGuard, Tolerance)
     from kag.core.data import opgraph
@@ -164,8 +165,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.records import (EvalResult, Message, Solution, Task, ToolCall, Trajectory, Turn, Violation,
                                   append_jsonl, from_dict, read_jsonl, to_dict)
     from kag.core.solution_text import AnswerFormatError, parse_solution_blocks
-    from kag.core.tasks import (LoadedTasks, TaskError, check_task_code, collect, load_module, parse_dataset_spec,
-                                parse_ids, read_text)
+    from kag.core.tasks import (LoadedTasks, SkippedFile, TaskError, check_task_code, collect, load_module,
+                                parse_dataset_spec, parse_ids, read_text)
     from kag.core.trust import integrity, safefs
     from kag.core.trust.confine import landlock_abi
     from kag.core.trust.safefs import NO_LINKS
