@@ -4,6 +4,8 @@ import os
 import shutil
 import time
 
+import pytest
+
 from kag.core.eval.orchestrator import judge_process
 from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
 from tests.core.eval.orchestrator.test_evaluate import GOOD, TASK_CODE
@@ -16,58 +18,54 @@ def _wait_ready(warm, timeout_s=60.0):
     assert warm.count_ready()[1], "no warm judge imported torch in time"
 
 
-def test_a_warm_judge_started_before_the_environment_changed_is_not_used(monkeypatch, tmp_path):
+@pytest.fixture
+def warm():
+    """The process's warm judges, left as the test found them (wanted count; none left waiting if none were)."""
+    warm = judge_process.WARM
+    wanted = warm.wanted
+    yield warm
+    warm.keep(wanted)
+    if not wanted:
+        while warm.ready:
+            warm.ready.pop().close()
+
+
+def test_a_warm_judge_started_before_the_environment_changed_is_not_used(warm, monkeypatch, tmp_path):
     """A long-lived process (a server, an episode, a test run) keeps a judge started ahead of need;
     when TMPDIR (or the cache, or the lock folder) changes meanwhile, that judge would work in what is
     gone: its candidate found no temporary folder and a right solution failed."""
     from kag.core.records import Task
 
-    warm = judge_process.WARM
-    wanted = warm.wanted
     gone = tmp_path / "tmp-then-gone"
     gone.mkdir()
     monkeypatch.setenv("TMPDIR", str(gone))
-    try:
-        warm.keep(1)
-        _wait_ready(warm)
-        stale = warm.ready[0]
-        monkeypatch.undo()
-        shutil.rmtree(gone)
-        task = Task(name="relu_scale", source="file", code=TASK_CODE, path=str(tmp_path / "model.py"))
-        result = evaluate(task, GOOD, EvalOptions(backend="cpu", num_timed=3, warmup=1, guards=()))
-        assert result.correct and result.error is None, result.error
-        assert stale.closed and stale not in warm.ready
-        _wait_ready(warm)  # its replacement started here and now: it is the one taken
-        fresh = warm.ready[0]
-        assert fresh.environment == judge_process.judge_environment()
-        assert judge_process.take_judge() is fresh
-        fresh.close()
-    finally:
-        warm.keep(wanted)
-        if not wanted:
-            while warm.ready:
-                warm.ready.pop().close()
+    warm.keep(1)
+    _wait_ready(warm)
+    stale = warm.ready[0]
+    monkeypatch.undo()
+    shutil.rmtree(gone)
+    task = Task(name="relu_scale", source="file", code=TASK_CODE, path=str(tmp_path / "model.py"))
+    result = evaluate(task, GOOD, EvalOptions(backend="cpu", num_timed=3, warmup=1, guards=()))
+    assert result.correct and result.error is None, result.error
+    assert stale.closed and stale not in warm.ready
+    _wait_ready(warm)  # its replacement started here and now: it is the one taken
+    fresh = warm.ready[0]
+    assert fresh.environment == judge_process.judge_environment()
+    assert judge_process.take_judge() is fresh
+    fresh.close()
     assert os.environ.get("TMPDIR") != str(gone)
 
 
-def test_an_episodes_next_request_finds_a_judge_with_torch_imported():
+def test_an_episodes_next_request_finds_a_judge_with_torch_imported(warm):
     """An episode asks for verdicts in quick succession (verify, profile, the final score): the
     judge taken for the second must not be the replacement just started for the first (on 4 x H200,
     with one kept per episode, 15 of 48 judges were found ready)."""
-    warm = judge_process.WARM
-    wanted = warm.wanted
-    try:
-        warm.keep(judge_process.JUDGES_PER_EPISODE)
-        deadline = time.monotonic() + 90
-        while warm.count_ready()[1] < judge_process.JUDGES_PER_EPISODE and time.monotonic() < deadline:
-            time.sleep(0.1)
-        first = judge_process.take_judge()  # verify
-        second = judge_process.take_judge()  # profile, at once
-        assert first.torch_ready() and second.torch_ready()
-        first.close()
-        second.close()
-    finally:
-        warm.keep(wanted)
-        if not wanted:
-            while warm.ready:
-                warm.ready.pop().close()
+    warm.keep(judge_process.JUDGES_PER_EPISODE)
+    deadline = time.monotonic() + 90
+    while warm.count_ready()[1] < judge_process.JUDGES_PER_EPISODE and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first = judge_process.take_judge()  # verify
+    second = judge_process.take_judge()  # profile, at once
+    assert first.torch_ready() and second.torch_ready()
+    first.close()
+    second.close()
