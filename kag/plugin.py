@@ -138,8 +138,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.config import load_config
     from kag.core.contracts import (KIND_CONTRACTS, AgentTool, Algorithm, Backend, Baseline, BuildGuard, Composer,
                                     Crawler, Dataset, DecontamFilter, Environment, ExecutionFilter, Executor, Filter,
-                                    Guard,
-                                    MetricSink, ObservationGuard, Policy, Reward, Sandbox, SandboxEvaluator,
+                                    Guard, MetricSink, ObservationGuard, Policy, Reward, Sandbox, SandboxEvaluator,
                                     SandboxHandle, StaticGuard, Tolerance)
     from kag.core.data import opgraph
     from kag.core.data.opgraph import OpGraphError, dice, trace

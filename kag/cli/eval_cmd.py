@@ -86,7 +86,7 @@ def eval_(dataset_spec: str, level: str | None, ids: str | None, concurrency: in
                     click.echo(f"kag eval: {ended[0]}/{todo} {episode_line(row)} "
                                f"({time.monotonic() - ended[1]:.0f} s)", err=True)
 
-            if gpu and executor.name == "local":  # one judge started ahead per episode in flight
+            if gpu and executor.name == "local":  # judges started ahead for each episode in flight
                 from kag.core.eval.orchestrator.judge_process import JUDGES_PER_EPISODE, keep_judges_warm
 
                 keep_judges_warm(JUDGES_PER_EPISODE * (concurrency or 1))

@@ -24,8 +24,8 @@ from kag.core.eval.boundary import JudgeReport, JudgeSpec
 from kag.core.records import from_dict, to_dict
 
 # An episode asks for verdicts in quick succession (verify, profile, then the final score once the
-# sandbox is closed): with one judge kept per episode, the next request took the replacement while it
-# was still importing torch. Measured on 4 x H200: 48 judges for 16 episodes, 15 found ready.
+# sandbox is closed: three judges an episode on 4 x H200): with one judge kept per episode, a request
+# right after another takes the replacement started for the first, still importing torch (2.7 s there).
 JUDGES_PER_EPISODE = 2
 
 # RAY_TMPDIR: the candidate empties Ray's temp folder (kag.core.trust.private_mounts); KAG_TIMELINE:

@@ -58,8 +58,8 @@ def test_a_warm_judge_started_before_the_environment_changed_is_not_used(warm, m
 
 def test_an_episodes_next_request_finds_a_judge_with_torch_imported(warm):
     """An episode asks for verdicts in quick succession (verify, profile, the final score): the
-    judge taken for the second must not be the replacement just started for the first (on 4 x H200,
-    with one kept per episode, 15 of 48 judges were found ready)."""
+    judge taken for the second must not be the replacement just started for the first (with one kept
+    per episode it was, and waited for its torch import)."""
     warm.keep(judge_process.JUDGES_PER_EPISODE)
     deadline = time.monotonic() + 90
     while warm.count_ready()[1] < judge_process.JUDGES_PER_EPISODE and time.monotonic() < deadline:
