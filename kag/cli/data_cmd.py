@@ -102,12 +102,17 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _composer_opts(plugins: Any, config: Any, composer: str, profile: str, policy: str | None,
                    policy_opts: tuple[str, ...]) -> dict:
-    """kag.toml's ``[composers.NAME]`` options, under what the command line says."""
+    """kag.toml's ``[composers.NAME]`` options, under what the command line says (``--profile auto``:
+    the table's profile if it has one, else the machine's)."""
+    table = config.options("composers", composer)
     if profile == "auto":
-        import torch
+        if "profile" in table:
+            profile = table["profile"]
+        else:
+            import torch
 
-        profile = "gpu" if torch.cuda.is_available() else "cpu"
-    opts: dict[str, Any] = {**config.options("composers", composer), "profile": profile}
+            profile = "gpu" if torch.cuda.is_available() else "cpu"
+    opts: dict[str, Any] = {**table, "profile": profile}
     if composer == "llm":
         opts.update(plugins=plugins, policy=policy,
                     policy_options=parse_key_values(policy_opts, "--policy-option", "model=my-model"))

@@ -181,3 +181,13 @@ def test_killing_build_mid_filter_leaves_no_process(composed_folder: Path, tmp_p
             proc.kill()
         proc.wait()
         proc.stderr.close()
+
+
+def test_a_composers_kag_toml_options_are_under_the_command_lines():
+    """[composers.NAME] reaches the composer; --profile wins over the table's, and auto takes the table's."""
+    from kag.cli.data_cmd import _composer_opts
+    from kag.core.config import Config
+
+    config = Config(data={"composers": {"rule": {"profile": "gpu", "max_ops": 3}}})
+    assert _composer_opts(None, config, "rule", "auto", None, ()) == {"profile": "gpu", "max_ops": 3}
+    assert _composer_opts(None, config, "rule", "cpu", None, ()) == {"profile": "cpu", "max_ops": 3}

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import attrs
 
+from kag.core.contracts import DecontamFilter
 from kag.core.plugins import Plugins
 from kag.core.records import append_jsonl, from_dict, read_jsonl
 from kag.core.data.synthesis import ComposedTask, ComposeError, Manifest, Seed, SynthesisError, allocate, count_reasons
@@ -236,9 +237,10 @@ def decontaminate(plugins: Plugins, tasks: list[dict[str, Any]], out: Path, mani
         return read_jsonl(out)
     start = time.perf_counter()
     dec = plugins.create("filter", name, **{**(options or {}), "threshold": threshold})
-    if not all(hasattr(dec, attr) for attr in ("add_reference", "score", "keep", "write_report")):
-        raise SynthesisError(f"the filter {name!r} is not a decontamination filter (it needs add_reference, score, "
-                             f"keep and write_report); choose one with --decontam NAME (`kag plugins`)")
+    if not isinstance(dec, DecontamFilter):
+        raise SynthesisError(f"the filter {name!r} is not a decontamination filter (kag.plugin.DecontamFilter: "
+                             f"reference, add_reference, score, keep, write_report); choose one with --decontam NAME "
+                             f"(`kag plugins`)")
     task = bar.add_task("decontam", total=len(tasks), note="tracing the reference tasks")
     dec.add_reference(reference or [])
     bar.update(task, note=f"{len(dec.reference)} reference tasks")
