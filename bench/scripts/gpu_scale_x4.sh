@@ -15,6 +15,7 @@
 #   overhead  Ray's cost on one GPU: local:1, ray:1, local:1, ray:1 over SMALL_IDS (default 19,21,23, level 1) after a
 #          warm-up of those tasks, the cluster started before (the number: each executor's mean rate)
 # IDS (level 1) and IDS2 (level 2) choose the tasks (default: 15 of level 1 and level2/14, 16 tasks).
+# RAY_ONE=0 leaves out the ray stage's ray:1 run; OVERHEAD_WARM=0 the overhead stage's warm-up (after `warm`).
 source "$(dirname "$0")/env.sh"
 IDS="${IDS:-5,12,19-31}"
 IDS2="${IDS2:-14}"
@@ -54,7 +55,7 @@ for stage in "$@"; do
       ray stop --force >/dev/null 2>&1
       ray start --head --disable-usage-stats --include-dashboard=false > "$OUT/ray_start.log" 2>&1 || { tail "$OUT/ray_start.log"; continue; }
       export RAY_ADDRESS=127.0.0.1:6379
-      scale ray1 --configs ray:1
+      [ "${RAY_ONE:-1}" = 1 ] && scale ray1 --configs ray:1
       scale rayall --repeat "$REPEAT" --configs ray:all
       unset RAY_ADDRESS; ray stop --force >/dev/null 2>&1 ;;
     nodes)
@@ -71,7 +72,7 @@ for stage in "$@"; do
       ray_up || continue
       ray stop --force >/dev/null 2>&1
       ray start --head --disable-usage-stats --include-dashboard=false > "$OUT/ray_start.log" 2>&1 || { tail "$OUT/ray_start.log"; continue; }
-      IDS="${SMALL_IDS:-19,21,23}" IDS2="" scale overhead_warm --configs local:1
+      [ "${OVERHEAD_WARM:-1}" = 1 ] && IDS="${SMALL_IDS:-19,21,23}" IDS2="" scale overhead_warm --configs local:1
       RAY_ADDRESS=127.0.0.1:6379 IDS="${SMALL_IDS:-19,21,23}" IDS2="" scale overhead --configs local:1,ray:1,local:1,ray:1
       ray stop --force >/dev/null 2>&1 ;;
     *) echo "unknown stage $stage" ;;
