@@ -71,20 +71,30 @@ def kernelbench_dataset(root: Path, kb: Path, ids: dict[int, set[int]], repeat: 
     return f"local:{tasks}", str(replays)
 
 
-def gpu_count() -> int:
+def gpu_list() -> list[str]:
     sys.path.insert(0, str(REPO))
     from kag.core.eval.orchestrator.gpu_pool import list_gpus
 
-    return len(list_gpus())
+    return list_gpus()
+
+
+def gpus_for(executor: str, workers: int, gpus: list[str] | None) -> dict[str, str]:
+    """The environment that gives a `local` run of N workers N GPUs: one worker with four GPUs
+    visible lends the next judge of an episode another GPU while the last one's judge still exits
+    (0.2-0.3 s a judge on an H200), which a run on one GPU, or a Ray worker of one GPU, cannot."""
+    if executor != "local" or gpus is None or workers >= len(gpus):
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(gpus[:workers])}
 
 
 def run_config(executor: str, workers: int, dataset: str, replays: str, extra: list[str], out: Path,
-               timeline: bool = False) -> dict:
+               timeline: bool = False, gpus: list[str] | None = None) -> dict:
     args = [sys.executable, "-m", "kag.cli.main", "eval", "--dataset", dataset, *extra, *(["--timeline"] * timeline),
             "--policy", "replay",
             "--policy-option", f"path={replays}", "--out", str(out), "--concurrency", str(workers),
             "--plugin", f"executor={executor}"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               **gpus_for(executor, workers, gpus))
     t0 = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
@@ -146,6 +156,7 @@ def main() -> None:
     if args.cpu:
         dataset, replays = cpu_dataset(work, args.tasks.split(","))
         extra = ["--backend", "cpu"]
+        gpus = None
         all_workers, device = os.cpu_count() or 1, f"CPU, {os.cpu_count()} cores ({platform.processor() or 'cpu'})"
     else:
         if not args.kernelbench:
@@ -159,7 +170,8 @@ def main() -> None:
         else:
             dataset, replays = f"kernelbench:{args.kernelbench}", str(EXAMPLES / "replays" / "cuda")
             extra = ["--level", "1", "--ids", args.ids, "--backend", "cuda"]
-        all_workers = gpu_count()
+        gpus = gpu_list()
+        all_workers = len(gpus)
         import pynvml
 
         pynvml.nvmlInit()
@@ -171,7 +183,7 @@ def main() -> None:
         workers = all_workers if n == "all" else int(n or 1)
         print(f"running {executor} with {workers} worker(s) ...", file=sys.stderr, flush=True)
         out = work / f"{i}-{executor}-{workers}"
-        results.append(run_config(executor, workers, dataset, replays, extra, out, args.timeline))
+        results.append(run_config(executor, workers, dataset, replays, extra, out, args.timeline, gpus))
         print(json.dumps({k: v for k, v in results[-1].items() if k != "verdicts"}), file=sys.stderr, flush=True)
         if args.timeline:
             print(f"## {executor}:{workers}\n\n" + draw(str(out / "timeline.jsonl"), str(out / "timeline.png")) +

@@ -60,9 +60,28 @@ def draw(path: str, png: str) -> str:
     fig.savefig(png, dpi=110)
     plt.close(fig)
     total = summarize(rows)
-    lines = ["| phase | seconds (summed over lanes) | count |", "|---|---|---|"]
-    lines += [f"| {k} | {v['seconds']:.1f} | {v['count']} |" for k, v in total.items()]
-    return "\n".join(lines) + "\n"
+    lines = ["| phase | seconds (summed over lanes) | count | mean s |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['seconds']:.1f} | {v['count']} | {v['seconds'] / max(v['count'], 1):.3f} |"
+              for k, v in total.items()]
+    return "\n".join(lines) + "\n" + episodes_line(spans)
+
+
+def episodes_line(spans: list[dict]) -> str:
+    """An episode's span (its first phase to its last, its judges' lane included) against the run's
+    wall: with W workers, wall x W - the spans' sum is the time workers sat idle (the run's tail)."""
+    episodes: dict[str, list[float]] = {}
+    for r in spans:
+        lane = r["lane"].removesuffix(" judge")
+        if lane.startswith(("judge[", "main[")):
+            continue  # a judge's own process, the driver: not an episode
+        first_last = episodes.setdefault(lane, [r["start"], r["end"]])
+        first_last[0], first_last[1] = min(first_last[0], r["start"]), max(first_last[1], r["end"])
+    if not episodes:
+        return ""
+    lengths = [end - start for start, end in episodes.values()]
+    wall = max(r["end"] for r in spans) - min(r["start"] for r in spans)
+    return (f"\nepisodes: {len(lengths)}, mean span {sum(lengths) / len(lengths):.2f} s, spans summed "
+            f"{sum(lengths):.1f} s, wall {wall:.1f} s\n")
 
 
 def main() -> None:
