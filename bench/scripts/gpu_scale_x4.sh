@@ -16,6 +16,7 @@
 #          warm-up of those tasks, the cluster started before (the number: each executor's mean rate)
 # IDS (level 1) and IDS2 (level 2) choose the tasks (default: 15 of level 1 and level2/14, 16 tasks).
 # RAY_ONE=0 leaves out the ray stage's ray:1 run; OVERHEAD_WARM=0 the overhead stage's warm-up (after `warm`).
+# PACK=1 leaves one archive, $OUT/scale.tgz, instead of the files (a device that returns few files).
 source "$(dirname "$0")/env.sh"
 IDS="${IDS:-5,12,19-31}"
 IDS2="${IDS2:-14}"
@@ -78,3 +79,7 @@ for stage in "$@"; do
     *) echo "unknown stage $stage" ;;
   esac
 done
+if [ "${PACK:-0}" = 1 ]; then
+  tar czf /tmp/kag-scale.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/kag-scale.tgz "$OUT/scale.tgz"
+  ls -la "$OUT/scale.tgz"
+fi
