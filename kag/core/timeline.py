@@ -97,30 +97,40 @@ def span(label: str, **fields: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        _write({"lane": lane(), "label": label, "start": round(start, 6), "end": round(time.time(), 6),
-                "pid": os.getpid(), **fields})
+        _write({**fields, "lane": lane(), "label": label, "start": round(start, 6),
+                "end": round(time.time(), 6), "pid": os.getpid()})
 
 
 def point(label: str, **fields: Any) -> None:
     """An instant in this thread's lane (the trace's marks)."""
     if enabled():
         now = round(time.time(), 6)
-        _write({"lane": lane(), "label": label, "start": now, "end": now, "pid": os.getpid(),
-                "thread": _thread_serial(), **fields})
+        _write({**fields, "lane": lane(), "label": label, "start": now, "end": now, "pid": os.getpid(),
+                "thread": _thread_serial()})
 
 
 def read(path: str) -> list[dict[str, Any]]:
-    """The spans of a timeline file (lines that do not parse, e.g. cut by a kill, are skipped)."""
+    """The spans of a timeline file. Lines that do not parse (cut by a kill) or do not hold a span
+    (string lane and label, numeric start and end) are skipped: the summary `kag eval` prints at
+    its end must not fail on what another process appended."""
     rows = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(row, dict) and {"lane", "label", "start", "end"} <= row.keys():
+            if isinstance(row, dict) and _is_span(row):
                 rows.append(row)
     return rows
+
+
+def _is_span(row: dict[str, Any]) -> bool:
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+    return (isinstance(row.get("lane"), str) and isinstance(row.get("label"), str)
+            and number(row.get("start")) and number(row.get("end")))
 
 
 def phases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

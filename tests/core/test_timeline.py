@@ -62,3 +62,21 @@ def test_kag_eval_timeline_has_each_workers_phases_and_the_judges(tmp_path):
                             "--png", str(png)], capture_output=True, text=True)
     assert drawn.returncode == 0, drawn.stderr
     assert png.stat().st_size > 10_000 and "| judge |" in drawn.stdout
+
+
+def test_lines_that_are_not_spans_are_skipped_and_fields_cannot_replace_a_spans_own(tmp_path, monkeypatch):
+    """`kag eval` sums the file at its end: a line another process appended (a string start, a
+    missing end, a list) must not end the run with a TypeError."""
+    path = tmp_path / "t.jsonl"
+    monkeypatch.setenv(timeline.ENV, str(path))
+    with timeline.in_lane("episode-1"):
+        timeline.point("judge: started", start="a", end="b", lane=3)
+        with timeline.span("build", start="x"):
+            pass
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"lane":"a","label":"y","start":"s","end":2}\n[1, 2]\n{"lane":"a","label":"y","start":1}\n'
+                 '{"lane":"a","label":"y","start":NaN,"end":1}\n{"lane":"a","label":"y","start":true,"end":1}\n')
+    rows = timeline.read(str(path))
+    assert [r["label"] for r in rows] == ["judge: started", "build"]
+    assert all(isinstance(r["start"], float) and r["lane"] == "episode-1" for r in rows)
+    assert set(timeline.summarize(rows)) == {"build"}

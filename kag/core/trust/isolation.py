@@ -37,10 +37,18 @@ ENV_KEEP = ("PATH", "LANG", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSE
             "KAG_TRACE")
 
 
+EVALS_ROOT_MODE = 0o311  # enter and create, never list: not even its owner's uid (a candidate's, without capabilities)
+
+
 def evals_root() -> str:
-    """The folder under which evaluations put solutions and builds (readable by candidates)."""
+    """The folder under which evaluations put solutions and builds (readable by candidates, each at
+    its own path). Nobody may list it: a candidate runs with the owner's uid, and with read on the
+    folder it listed every evaluation's solution and build, a concurrent one's too."""
     root = os.path.join(tempfile.gettempdir(), f"kag-evals-{os.getuid()}")
-    os.makedirs(root, mode=0o711, exist_ok=True)
+    os.makedirs(root, mode=EVALS_ROOT_MODE, exist_ok=True)
+    st = os.stat(root)
+    if st.st_uid == os.getuid() and st.st_mode & 0o777 != EVALS_ROOT_MODE:  # made by an older kag: 0711
+        os.chmod(root, EVALS_ROOT_MODE)
     return root
 
 

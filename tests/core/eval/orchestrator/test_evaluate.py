@@ -294,3 +294,17 @@ def test_the_baselines_run_in_another_process_and_are_not_observed_as_the_soluti
     observed = result.metadata["observed"]
     assert observed["calls"] >= 2 + 1 + 5  # checks, warm-up and timed calls (and sampled ones)
     assert "aten::clamp_min" in observed["ops"] and "aten::relu" not in observed["ops"]
+
+def test_a_candidate_cannot_list_the_evaluations_folder(task, cache_dir):
+    """Every evaluation's solution and build lie under one folder the candidate may read at its own
+    path; listing it showed every other one's, a concurrent evaluation's too (the candidate has the
+    folder owner's uid, without capabilities: the mode alone must refuse it)."""
+    from kag.core.trust.isolation import evals_root
+
+    prelude = (f"import os\ntry:\n    print('LISTED', len(os.listdir({evals_root()!r})), flush=True)\n"
+               "except OSError as exc:\n    print('REFUSED', type(exc).__name__, flush=True)\n")
+    result = evaluate(task, solution("return (x * self.weight).clamp_min(0) * self.scale", prelude),
+                      verify_options(cache_dir))
+    assert result.correct, result.error
+    out = result.metadata["candidate_output"]
+    assert "REFUSED PermissionError" in out and "LISTED" not in out, out

@@ -69,3 +69,18 @@ def test_an_episodes_next_request_finds_a_judge_with_torch_imported(warm):
     assert first.torch_ready() and second.torch_ready()
     first.close()
     second.close()
+
+
+def test_the_judge_hides_the_configured_precompiled_header_store(monkeypatch, tmp_path):
+    """The judge plans its candidate's confinement from its own environment: without KAG_PCH_DIR
+    it hid the default header store and left a configured one (headers and their key) readable."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "site-pch"
+    monkeypatch.setenv("KAG_PCH_DIR", str(store))
+    code = "from kag.core.eval.orchestrator.build import trusted_stores; print(trusted_stores())"
+    out = subprocess.run([sys.executable, "-c", code], env=judge_process.judge_environment(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert str(store) in out.stdout, out.stdout
