@@ -68,7 +68,8 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
                                    "PROTECTED_PATHS", "RAW_ARGS_KEY", "build_tools", "tool_schemas"),
         "kag.core.agent.policy": ("PolicyError", "PolicyStep", "TOOL_CALL_RE", "message_from_openai",
                                   "messages_to_openai", "new_call_id", "parse_tool_call_text", "step_from_tokens"),
-        "kag.core.agent.environment": ("StepResult", "as_step_result"),
+        "kag.core.agent.environment": ("StepResult", "as_step_result", "play_episode", "plain_info", "step_error",
+                                       "truncation"),
         "kag.core.agent.episode": ("Episode", "SYSTEM_PROMPT", "failed_result", "task_prompt"),
         "kag.core.agent.sandbox": ("CommandResult", "evaluate_with"),
         "kag.core.agent.trajectory": ("load_trajectories",),
@@ -126,7 +127,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core import scratch
-    from kag.core.agent.environment import StepResult, as_step_result
+    from kag.core.agent.environment import StepResult, as_step_result, plain_info, play_episode, step_error, truncation
     from kag.core.agent.episode import SYSTEM_PROMPT, Episode, failed_result, task_prompt
     from kag.core.agent.policy import (TOOL_CALL_RE, PolicyError, PolicyStep, message_from_openai,
                                        messages_to_openai, new_call_id, parse_tool_call_text, step_from_tokens)

@@ -17,12 +17,13 @@ A factory is called once per concurrent episode slot; ``reset`` starts a new epi
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Iterator
 
 import attrs
 
 from kag.core.contracts import Environment  # noqa: F401 - the contract, re-exported
-from kag.core.records import Message
+from kag.core.records import Message, Trajectory, Turn
 
 
 @attrs.define
@@ -53,3 +54,63 @@ def as_step_result(value: StepResult | tuple[Any, ...], env_name: str = "environ
         f"{env_name}.step() returned {type(value).__name__}; it must return StepResult or "
         f"(observation, reward, done)"
     )
+
+
+def truncation(env: Any) -> StepResult | None:
+    """The trainer's budget ended the episode: let the environment score it (``truncate()``, optional:
+    the kernel environments re-score the best solution seen); its reward is added to the last step's."""
+    finish = getattr(env, "truncate", None)
+    if finish is None:
+        return None
+    try:
+        return finish()
+    except RuntimeError:  # the environment had already ended the episode
+        return None
+
+
+def plain_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-safe part of a step's info (it is stored with the trajectory)."""
+    return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None}
+
+
+def step_error(info: dict[str, Any]) -> str | None:
+    """A step's error as a turn records it: an invalid action (a trajectory filter reads it), or the info's error."""
+    if info.get("invalid_action"):
+        return f"invalid action: {info.get('reason', 'rejected by the environment')}"
+    return info.get("error")
+
+
+def play_episode(env: Any, policy: Any, task: Any, *, max_turns: int, tools: list[dict[str, Any]] | None = None,
+                 env_name: str = "environment") -> Trajectory:
+    """One episode at the level of text, as kag's stages play one: ``env.reset(task)`` (and the
+    policy's ``reset(task=...)`` where it has one), then the policy acts and the environment steps
+    until it says done or ``max_turns`` ends it, when ``truncate()`` scores it. For an algorithm that
+    needs no tokens (evaluation, best-of-n, search); PPO plays the same turns with its own sampler.
+    The trajectory holds each turn, the messages, ``reward`` (the steps' sum), ``stop_reason``
+    ("done" or "max_turns") and ``metadata["step_rewards"]``/``["step_info"]``."""
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+    messages = list(env.reset(task))
+    if hasattr(policy, "reset"):
+        policy.reset(task=str(task))
+    traj = Trajectory(episode_id=uuid.uuid4().hex[:12], task=str(task), messages=list(messages),
+                      metadata={"step_rewards": [], "step_info": []})
+    for index in range(max_turns):
+        response = policy.act(list(traj.messages), list(tools or [])).message
+        result = as_step_result(env.step(response.content), env_name)
+        observations = list(result.observation or [])
+        traj.turns.append(Turn(index=index, response=response, observations=observations,
+                               error=step_error(result.info)))
+        traj.messages.extend([response, *observations])
+        traj.metadata["step_rewards"].append(float(result.reward))
+        traj.metadata["step_info"].append(plain_info(result.info))
+        if result.done:
+            traj.stop_reason = "done"
+            break
+    else:
+        traj.stop_reason = "max_turns"
+        late = truncation(env)
+        if late is not None:
+            traj.metadata["step_rewards"][-1] += float(getattr(late, "reward", 0.0) or 0.0)
+    traj.reward = float(sum(traj.metadata["step_rewards"]))
+    return traj

@@ -16,7 +16,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from kag.plugin import Message, Plugins, PolicyStep, StepResult, as_step_result, hookimpl
+from kag.plugin import Message, Plugins, PolicyStep, StepResult, hookimpl, play_episode
 
 
 class EchoEnv:
@@ -82,18 +82,10 @@ class BestOfN:
         return dict(self.data.get(kinds, {}).get(name, {}))
 
     def episode(self, env: Any, policy: Any, task: Any) -> float:
-        messages, total = env.reset(task), 0.0
-        if hasattr(policy, "reset"):
-            policy.reset(task=str(task))
-        for _ in range(int(self.settings["max_turns"])):
-            reply = policy.act(messages, []).message
-            result = as_step_result(env.step(reply.content), self.settings["environment"])
-            total += result.reward
-            if result.done:
-                return total
-            messages = [*messages, reply, *(result.observation or [])]
-        late = env.truncate() if hasattr(env, "truncate") else None  # the budget ended the episode
-        return total + (late.reward if late is not None else 0.0)
+        """One episode's reward: kag.plugin.play_episode plays it as kag's own stages do (reset,
+        act, step, and the environment's ``truncate()`` where ``max_turns`` ends it)."""
+        return play_episode(env, policy, task, max_turns=int(self.settings["max_turns"]),
+                            env_name=self.settings["environment"]).reward
 
     def run(self) -> dict[str, Any]:
         s, plugins = self.settings, self.plugins or Plugins()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import attrs
 import torch
 
-from kag.plugin import Message, Trajectory, Turn, as_step_result
+from kag.plugin import Message, Trajectory, Turn, as_step_result, plain_info, step_error, truncation
 from kag.plugins.algorithms.ppo.models import ChatFormat, position_ids
 
 
@@ -113,11 +113,11 @@ def run_episodes(
                 obs = list(result.observation or [])
                 turn = Turn(index=turn_index, response=response, observations=obs, prompt_token_ids=e.pending,
                             response_token_ids=list(ids), response_logprobs=list(logps),
-                            error=_invalid(result.info))
+                            error=step_error(result.info))
                 e.traj.turns.append(turn)
                 e.traj.messages.extend([response, *obs])
                 e.traj.metadata["step_rewards"].append(float(result.reward))
-                e.traj.metadata["step_info"].append(_plain(result.info))
+                e.traj.metadata["step_info"].append(plain_info(result.info))
                 e.context.extend(ids)
                 if result.done:
                     e.done, e.traj.stop_reason = True, "done"
@@ -132,7 +132,7 @@ def run_episodes(
                     cut.append(e)
                     continue
                 e.context.extend(e.pending)
-            for e, result in zip(cut, _run_all([functools.partial(_truncation, e) for e in cut], env_workers)):
+            for e, result in zip(cut, _run_all([functools.partial(truncation, e.env) for e in cut], env_workers)):
                 if result is not None:
                     e.traj.metadata["step_rewards"][-1] += float(getattr(result, "reward", 0.0) or 0.0)
     finally:
@@ -152,29 +152,6 @@ def _run_all(calls: list[Callable[[], Any]], workers: int) -> list[Any]:
     with ThreadPoolExecutor(max_workers=min(workers, len(calls)), thread_name_prefix="kag-env-step") as pool:
         futures = [pool.submit(call) for call in calls]
         return [f.result() for f in futures]
-
-
-def _truncation(e: Any) -> Any:
-    """The trainer's budget ended the episode: let the environment score it (the kernel
-    environments re-score the best solution seen); its reward is added to the last step's."""
-    finish = getattr(e.env, "truncate", None)
-    if finish is None:
-        return None
-    try:
-        return finish()
-    except RuntimeError:  # the environment had already ended the episode
-        return None
-
-
-def _plain(info: dict[str, Any]) -> dict[str, Any]:
-    """The JSON-safe part of a step's info (it is stored with the trajectory)."""
-    return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None}
-
-
-def _invalid(info: dict[str, Any]) -> str | None:
-    if info.get("invalid_action"):
-        return f"invalid action: {info.get('reason', 'rejected by the environment')}"
-    return info.get("error")
 
 
 @attrs.define
