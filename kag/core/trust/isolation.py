@@ -6,7 +6,9 @@ however it started them: setsid, double fork, C++), and it enters a new network 
 root, the judge is a child subreaper and ``sweep_descendants`` kills what is left. In the child,
 before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops every capability,
 sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
-evaluations' folder; write: its own temp folder, /dev/shm; devices: /dev/null..., /dev/nvidia*).
+evaluations' folder, which none may list; write: its own temp folder, /dev/shm; devices: /dev/null...,
+/dev/nvidia*). Without CUDA its /dev/shm is a tmpfs of its own (what it writes there dies with it);
+with CUDA it is still the judge's, which is the host's: a known gap (files left there outlive it).
 seccomp (no ptrace, process_vm_*, fork, exec, namespaces) follows in the candidate's ``prepare``,
 after CUDA has started and before model_new.py is imported.
 
@@ -143,16 +145,20 @@ class CandidatePlan:
         """In its own mount namespace: empty /tmp and /run but for the candidate's own folders and
         what it reads (kag.core.trust.private_mounts), so the solution's code cannot connect to the
         host's Unix sockets: a Ray node's object store (code in the trusted worker that unpickles
-        what it plants), Docker's (root on the host), kag serve's. /dev/shm stays: the judge and
-        the candidate share tensors through it. NVIDIA's daemons' folders stay (CUDA talks to them)."""
+        what it plants), Docker's (root on the host), kag serve's. /dev/shm is covered too where
+        there is no CUDA; with CUDA it stays (below). NVIDIA's daemons' folders stay (CUDA talks to them)."""
         import glob
 
         from kag.core.trust.private_mounts import cover
 
         nvidia = [p for pattern in ("/run/nvidia*", "/var/run/nvidia*", "/tmp/nvidia*", "/tmp/.nvidia*")
                   for p in glob.glob(pattern)]
+        # without CUDA the candidate's tensors reach the judge as passed descriptors, so its /dev/shm is
+        # its own too: what it leaves there dies with it, and no evaluation reads another's (with CUDA,
+        # torch's IPC opens its reference counters by name in the judge's /dev/shm: kept, not yet private)
+        shared = ["/dev/shm"] if self.cuda else []
         try:
-            cover([self.tmp_dir, "/dev/shm", *self.read_paths, *nvidia])
+            cover([self.tmp_dir, *shared, *self.read_paths, *nvidia])
         except OSError as exc:  # a kernel that refuses tmpfs here: say so, as for any missing layer
             self.applied.append(f"host sockets visible ({exc.strerror})")
             return

@@ -308,3 +308,25 @@ def test_a_candidate_cannot_list_the_evaluations_folder(task, cache_dir):
     assert result.correct, result.error
     out = result.metadata["candidate_output"]
     assert "REFUSED PermissionError" in out and "LISTED" not in out, out
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or os.path.exists("/dev/nvidiactl"),
+                    reason="a private /dev/shm needs the candidate's mount namespace (root); with CUDA it is shared yet")
+def test_what_a_candidate_leaves_in_dev_shm_no_later_evaluation_finds(task, cache_dir):
+    """/dev/shm was the host's: a file written there outlived the candidate, so a solution could count
+    its evaluations (verify, profile, the final score) or signal to a concurrent one."""
+    marker = f"/dev/shm/kag-test-marker-{os.getpid()}"
+    prelude = (f"import os\nprint('FOUND' if os.path.exists({marker!r}) else 'ABSENT', flush=True)\n"
+               f"open({marker!r}, 'w').write('1')\n")
+    probe = solution("return (x * self.weight).clamp_min(0) * self.scale", prelude)
+    try:
+        outs = []
+        for _ in range(2):
+            result = evaluate(task, probe, verify_options(cache_dir))
+            assert result.correct, result.error  # the tensors still reach the judge
+            outs.append(result.metadata["candidate_output"])
+        assert all("ABSENT" in out and "FOUND" not in out for out in outs), outs
+        assert not os.path.exists(marker)
+    finally:
+        if os.path.exists(marker):
+            os.unlink(marker)
