@@ -295,19 +295,24 @@ def test_the_baselines_run_in_another_process_and_are_not_observed_as_the_soluti
     assert observed["calls"] >= 2 + 1 + 5  # checks, warm-up and timed calls (and sampled ones)
     assert "aten::clamp_min" in observed["ops"] and "aten::relu" not in observed["ops"]
 
+
 def test_a_candidate_cannot_list_the_evaluations_folder(task, cache_dir):
     """Every evaluation's solution and build lie under one folder the candidate may read at its own
     path; listing it showed every other one's, a concurrent evaluation's too (the candidate has the
     folder owner's uid, without capabilities: the mode alone must refuse it)."""
     from kag.core.trust.isolation import evals_root
 
-    prelude = (f"import os\ntry:\n    print('LISTED', len(os.listdir({evals_root()!r})), flush=True)\n"
-               "except OSError as exc:\n    print('REFUSED', type(exc).__name__, flush=True)\n")
+    root = evals_root()
+    # two routes: a listing by path, and one through a descriptor of the folder opened first
+    prelude = (f"import os\nfor route in (lambda: os.listdir({root!r}), lambda: os.listdir(os.open({root!r}, os.O_RDONLY)),"
+               f" lambda: list(os.scandir({root!r}))):\n"
+               "    try:\n        print('LISTED', len(route()), flush=True)\n"
+               "    except OSError as exc:\n        print('REFUSED', type(exc).__name__, flush=True)\n")
     result = evaluate(task, solution("return (x * self.weight).clamp_min(0) * self.scale", prelude),
                       verify_options(cache_dir))
     assert result.correct, result.error
     out = result.metadata["candidate_output"]
-    assert "REFUSED PermissionError" in out and "LISTED" not in out, out
+    assert out.count("REFUSED PermissionError") == 3 and "LISTED" not in out, out
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or os.path.exists("/dev/nvidiactl"),
@@ -316,8 +321,12 @@ def test_what_a_candidate_leaves_in_dev_shm_no_later_evaluation_finds(task, cach
     """/dev/shm was the host's: a file written there outlived the candidate, so a solution could count
     its evaluations (verify, profile, the final score) or signal to a concurrent one."""
     marker = f"/dev/shm/kag-test-marker-{os.getpid()}"
-    prelude = (f"import os\nprint('FOUND' if os.path.exists({marker!r}) else 'ABSENT', flush=True)\n"
-               f"open({marker!r}, 'w').write('1')\n")
+    segment = f"kag-test-segment-{os.getpid()}"  # a second route: POSIX shared memory by name (shm_open)
+    prelude = (f"import os, _posixshmem\n"
+               f"print('FOUND' if os.path.exists({marker!r}) else 'ABSENT', flush=True)\n"
+               f"open({marker!r}, 'w').write('1')\n"
+               f"try:\n    _posixshmem.shm_open({'/' + segment!r}, os.O_RDWR, 0o600); print('FOUND segment', flush=True)\n"
+               f"except FileNotFoundError:\n    _posixshmem.shm_open({'/' + segment!r}, os.O_CREAT | os.O_RDWR, 0o600)\n")
     probe = solution("return (x * self.weight).clamp_min(0) * self.scale", prelude)
     try:
         outs = []
@@ -326,7 +335,8 @@ def test_what_a_candidate_leaves_in_dev_shm_no_later_evaluation_finds(task, cach
             assert result.correct, result.error  # the tensors still reach the judge
             outs.append(result.metadata["candidate_output"])
         assert all("ABSENT" in out and "FOUND" not in out for out in outs), outs
-        assert not os.path.exists(marker)
+        assert not os.path.exists(marker) and not os.path.exists(f"/dev/shm/{segment}")
     finally:
-        if os.path.exists(marker):
-            os.unlink(marker)
+        for left in (marker, f"/dev/shm/{segment}"):
+            if os.path.exists(left):
+                os.unlink(left)
