@@ -235,6 +235,11 @@ ATTACKS: list[Case] = [
              family="the judge's memory"),
     *_attack("judge_memory_ctypes", BOTH, "ok", require_output="denied ptrace", forbid_output="LEAKED",
              family="the judge's memory"),
+    # the judge's exec-time environment, left on the stack by os.environ.clear(): erased before the solution runs
+    *_attack("exec_environ_python", BOTH, "ok", require_output="blank environ (memory)", forbid_output="LEAKED",
+             family="the judge's memory"),
+    *_attack("exec_environ_cpp", BOTH, "ok", require_output="blank environ (memory)", forbid_output="LEAKED",
+             family="the judge's memory"),
     # -- escaping processes: none may outlive the evaluation
     *_attack("escape_python_fork", BOTH, "ok", survivor="kag-escapee", family="escaping processes"),
     *_attack("escape_ctypes_fork", BOTH, "ok", survivor="kag-escapee", family="escaping processes"),

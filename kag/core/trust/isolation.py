@@ -101,9 +101,13 @@ class CandidatePlan:
             if os.getpid() == 1 and own_proc():  # the first process of its own PID namespace
                 self.applied.append("pid namespace (own /proc)")
                 self.hide_host_sockets()
+        fresh = minimal_env({"HOME": self.tmp_dir, "TMPDIR": self.tmp_dir})
+        ctypes.CDLL(None).clearenv()  # libc's table no longer points into the block erased below
         os.environ.clear()
-        os.environ.update(minimal_env({"HOME": self.tmp_dir, "TMPDIR": self.tmp_dir}))
+        os.environ.update(fresh)
         tempfile.tempdir = None
+        if erase_exec_environment():
+            self.applied.append("exec environment erased")
         if is_root():
             confine.drop_capabilities()
             self.applied.append("no capabilities")
@@ -163,6 +167,23 @@ class CandidatePlan:
             self.applied.append(f"host sockets visible ({exc.strerror})")
             return
         self.applied.append("private /tmp and /run")
+
+
+def erase_exec_environment() -> bool:
+    """Zero the environment block the judge was exec'd with. ``os.environ.clear()`` empties the
+    table, not the strings: they stay on the stack, and ``/proc/self/environ`` shows them (the
+    timeline's path, the judge's HOME and PYTHONPATH, the run's scratch tag). Call after ``clearenv``
+    so nothing points into the block. False where the kernel does not say where the block is."""
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51 of stat(5)
+    except (OSError, IndexError, ValueError):
+        return False
+    if not 0 < start < end:
+        return False
+    ctypes.memset(start, 0, end - start)
+    return True
 
 
 def own_proc() -> bool:

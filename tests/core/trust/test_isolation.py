@@ -85,6 +85,29 @@ def test_the_candidate_cannot_read_or_write_the_judge(plan: CandidatePlan) -> No
     assert all(v.startswith("denied") for v in found.values()), found
 
 
+def test_the_candidate_finds_nothing_of_the_exec_environment(plan: CandidatePlan) -> None:
+    """The environment block a process was exec'd with outlives ``os.environ.clear()``: by the file
+    /proc/self/environ and by reading the block's memory, the candidate finds no variable of it."""
+    marker = f"kag-exec-marker-{os.getpid()}"
+    probe = (
+        "import ctypes, json\n"
+        "from tests.core.trust.test_isolation import CandidatePlan, in_confined_child\n"
+        "def attack(_):\n"
+        "    with open('/proc/self/stat') as fh:\n"
+        "        f = fh.read().rsplit(')', 1)[1].split()\n"
+        "    start, end = int(f[47]), int(f[48])\n"
+        "    return {'file': open('/proc/self/environ', 'rb').read().decode('latin-1'),\n"
+        "            'memory': ctypes.string_at(start, end - start).decode('latin-1')}\n"
+        f"plan = CandidatePlan(tmp_dir={plan.tmp_dir!r}, cuda=False, landlock=False, seccomp=False)\n"
+        "print(json.dumps(in_confined_child(plan, attack, seccomp=False)))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "KAG_EXEC_MARKER": marker},
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for route, text in found.items():
+        assert marker not in text and "PATH=" not in text, (route, text[:200])
+
+
 @NEEDS_LANDLOCK
 def test_the_candidate_writes_only_its_own_folder_and_reads_no_cache(plan: CandidatePlan, tmp_path: Path) -> None:
     from kag.core.eval.orchestrator.build import cache_root
