@@ -11,6 +11,7 @@
 #              processes (where the spread between evaluations comes from)
 #   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
 #   gputests   the GPU test files
+#   trusttests the confinement's tests (a candidate's /dev/shm and exec environment) with CUDA
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
 #   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N, ADV_JOBS=J at once)
 #   static     the same with the static guards on (ONLY=a,b: those cases only, either stage)
@@ -86,6 +87,11 @@ EOF
       timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
+    trusttests)
+      step "the confinement's tests with CUDA (the judge's own /dev/shm, the erased exec environment)"
+      timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/trust/test_isolation.py \
+        tests/core/eval/orchestrator/test_evaluate.py -k "shm or environment or evaluations_folder or isolation" 2>&1 \
+        | tee "$OUT/trusttests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"
       timeout "${ADV_TIMEOUT:-540}" python3 bench/scripts/adversarial.py --jobs "${ADV_JOBS:-4}" --no-static-guards --shard "${SHARD:-1/1}" ${ONLY:+--only $ONLY} 2>&1 \

@@ -7,8 +7,8 @@ root, the judge is a child subreaper and ``sweep_descendants`` kills what is lef
 before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops every capability,
 sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
 evaluations' folder, which none may list; write: its own temp folder, /dev/shm; devices: /dev/null...,
-/dev/nvidia*). Without CUDA its /dev/shm is a tmpfs of its own (what it writes there dies with it);
-with CUDA it is still the judge's, which is the host's: a known gap (files left there outlive it).
+/dev/nvidia*). Its /dev/shm dies with the evaluation: without CUDA a tmpfs of its own, with CUDA the
+judge's, which the judge made the evaluation's own before forking (``private_shm``).
 seccomp (no ptrace, process_vm_*, fork, exec, namespaces) follows in the candidate's ``prepare``,
 after CUDA has started and before model_new.py is imported.
 
@@ -158,8 +158,9 @@ class CandidatePlan:
         nvidia = [p for pattern in ("/run/nvidia*", "/var/run/nvidia*", "/tmp/nvidia*", "/tmp/.nvidia*")
                   for p in glob.glob(pattern)]
         # without CUDA the candidate's tensors reach the judge as passed descriptors, so its /dev/shm is
-        # its own too: what it leaves there dies with it, and no evaluation reads another's (with CUDA,
-        # torch's IPC opens its reference counters by name in the judge's /dev/shm: kept, not yet private)
+        # its own; with CUDA, torch's IPC opens its reference counters by name in /dev/shm, so it keeps
+        # the judge's, which is the evaluation's own (``private_shm``): either way, what it leaves
+        # there dies with the evaluation and no evaluation reads another's
         shared = ["/dev/shm"] if self.cuda else []
         try:
             cover([self.tmp_dir, *shared, *self.read_paths, *nvidia])
@@ -167,6 +168,29 @@ class CandidatePlan:
             self.applied.append(f"host sockets visible ({exc.strerror})")
             return
         self.applied.append("private /tmp and /run")
+
+
+def private_shm(keep: Iterable[str]) -> str:
+    """Give this process (the judge, first thing, while it is one thread) a mount namespace with a
+    /dev/shm of its own, which its candidate and baseline runner inherit: what a candidate leaves
+    there dies with the evaluation, and no evaluation meets another's there, with CUDA too (torch's
+    IPC opens its reference counters by name in /dev/shm, so judge and candidate must share one).
+    ``keep``: paths of the run that lie under /dev/shm (a TMPDIR, the lock folder), bound back in.
+    Returns what was done, for the confinement report; needs root (else the host's stays)."""
+    from kag.core.trust.private_mounts import cover
+
+    if not is_root() or os.environ.get("KAG_CONFINE", "1") == "0":
+        return "host /dev/shm (not root)" if not is_root() else "host /dev/shm (KAG_CONFINE=0)"
+    if not _unshare(CLONE_NEWNS):
+        return f"host /dev/shm ({os.strerror(ctypes.get_errno())})"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return f"host /dev/shm ({os.strerror(ctypes.get_errno())})"
+    try:
+        covered = cover(keep, folders=("/dev/shm",))
+    except OSError as exc:
+        return f"host /dev/shm ({exc.strerror})"
+    return "private /dev/shm (the evaluation's own)" if covered else "host /dev/shm (a kept path is /dev/shm)"
 
 
 def erase_exec_environment() -> bool:

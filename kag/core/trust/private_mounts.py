@@ -30,11 +30,11 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def covered_dirs(extra: Iterable[str] = ()) -> list[str]:
+def covered_dirs(extra: Iterable[str] = (), folders: Iterable[str] = COVERED) -> list[str]:
     """The folders to cover that are real folders here (/var/run is mostly a link to /run), and
     ``extra`` ones: Ray's temp folder when RAY_TMPDIR moves it out of /tmp."""
-    wanted = list(COVERED) + [os.path.realpath(d) for d in extra if d]
-    if os.environ.get("RAY_TMPDIR"):
+    wanted = list(folders) + [os.path.realpath(d) for d in extra if d]
+    if os.environ.get("RAY_TMPDIR") and tuple(folders) == COVERED:
         wanted.append(os.path.realpath(os.environ["RAY_TMPDIR"]))
     out: list[str] = []
     for d in wanted:
@@ -43,10 +43,10 @@ def covered_dirs(extra: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def cover(keep: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
-    """Mount an empty tmpfs over each covered folder, then bind every existing ``keep`` path that
-    lies under one back in place. Returns the folders covered."""
-    covered = covered_dirs(extra)
+def cover(keep: Iterable[str], extra: Iterable[str] = (), folders: Iterable[str] = COVERED) -> list[str]:
+    """Mount an empty tmpfs over each covered folder (``folders``, by default all of COVERED), then
+    bind every existing ``keep`` path that lies under one back in place. Returns the folders covered."""
+    covered = covered_dirs(extra, folders)
     held: list[tuple[str, int, bool]] = []
     for path in sorted({os.path.realpath(p) for p in keep if p}):
         if not os.path.exists(path) or not any(path == c or path.startswith(c + "/") for c in covered):

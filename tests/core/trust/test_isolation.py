@@ -285,6 +285,68 @@ def test_a_long_tmpdir_still_lets_the_candidate_pass_file_descriptors(tmp_path, 
 
 
 @NEEDS_ROOT
+def test_the_judges_dev_shm_is_the_evaluations_own_and_its_candidate_meets_it_there(tmp_path: Path) -> None:
+    """With CUDA the candidate keeps the judge's /dev/shm (torch's IPC opens reference counters there
+    by name), so the judge makes it the evaluation's own: what a child of it writes there, by a file
+    or by POSIX shared memory by name, the judge finds, and the host does not (nor a later judge)."""
+    import _posixshmem
+
+    name = f"kag-judge-shm-{os.getpid()}"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the judge
+        try:
+            os.close(r)
+            from kag.core.trust.isolation import private_shm
+
+            done = private_shm([str(tmp_path)])
+            child = os.fork()
+            if child == 0:  # its candidate (with CUDA, its /dev/shm is kept: it is the judge's)
+                Path("/dev/shm", name).write_text("1")
+                _posixshmem.shm_open(f"/{name}-seg", os.O_CREAT | os.O_RDWR, 0o600)
+                os._exit(0)
+            os.waitpid(child, 0)
+            seen = {"file": os.path.exists(f"/dev/shm/{name}"), "segment": os.path.exists(f"/dev/shm/{name}-seg")}
+            os.write(w, json.dumps({"done": done, **seen}).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        found = json.loads(fh.read())
+    os.waitpid(pid, 0)
+    try:
+        assert found == {"done": "private /dev/shm (the evaluation's own)", "file": True, "segment": True}, found
+        assert not os.path.exists(f"/dev/shm/{name}") and not os.path.exists(f"/dev/shm/{name}-seg")
+    finally:
+        for left in (f"/dev/shm/{name}", f"/dev/shm/{name}-seg"):
+            if os.path.exists(left):
+                os.unlink(left)
+
+
+@NEEDS_ROOT
+def test_a_run_folder_under_dev_shm_stays_the_hosts() -> None:
+    """A TMPDIR or lock folder under /dev/shm is shared by every judge (the GPU locks would live
+    there): the judge's own /dev/shm binds it back in, so another judge's locks are still seen."""
+    kept = Path("/dev/shm", f"kag-kept-{os.getpid()}")
+    kept.mkdir()
+    (kept / "lock").write_text("held")
+    try:
+        def probe(out: dict) -> None:
+            from kag.core.trust.isolation import private_shm
+
+            out.update(done=private_shm([str(kept)]), lock=(kept / "lock").read_text(),
+                       others=sorted(os.listdir("/dev/shm")))
+
+        found = in_forked_child(probe, {})
+        assert found["done"].startswith("private") and found["lock"] == "held", found
+        assert found["others"] == [kept.name], found
+    finally:
+        import shutil
+
+        shutil.rmtree(kept)
+
+
+@NEEDS_ROOT
 def test_the_candidate_cannot_connect_to_the_hosts_unix_sockets(plan: CandidatePlan, tmp_path: Path) -> None:
     """A solution's code is the candidate: a Unix socket is reachable from any process that can
     resolve its path (Landlock does not govern connect() on it), and a Ray node's object store

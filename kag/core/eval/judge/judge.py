@@ -380,6 +380,20 @@ def above_its_children(*children: int) -> str:
     return "children lowered"
 
 
+def own_shm() -> str:
+    """The evaluation's own /dev/shm (kag.core.trust.isolation.private_shm), with the run's folders
+    that lie under it (a TMPDIR there, the locks, the cache, the timeline) bound back in."""
+    import tempfile
+
+    from kag.core.eval.orchestrator.build import cache_root
+    from kag.core.eval.orchestrator.timing_lock import lock_dir
+    from kag.core.trust.isolation import evals_root, private_shm
+
+    keep = [tempfile.gettempdir(), str(lock_dir()), str(cache_root()), evals_root(),
+            os.path.dirname(os.environ.get("KAG_TIMELINE", "")), os.environ.get("RAY_TMPDIR", "")]
+    return private_shm(p for p in keep if p)
+
+
 def judge_main(conn: Any) -> None:
     """Entry point of the judge process (kag.core.eval.orchestrator.judge_process starts it with a minimal
     environment).
@@ -395,6 +409,7 @@ def judge_main(conn: Any) -> None:
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle: it ends us
     set_dumpable(False)  # the candidate (same uid) cannot read this process's memory, environ or fds
+    shm = own_shm()  # first, while this is one thread: the mount namespace is per thread until then
     try:
         set_child_subreaper()  # orphans of the candidate come to us (swept when it ends)
     except OSError:
@@ -425,6 +440,7 @@ def judge_main(conn: Any) -> None:
     mark("judge", "torch imported")
     capture = OutputCapture(start=False)
     plan = candidate_plan(cuda=os.path.exists("/dev/nvidiactl"))
+    plan.applied.append(shm)
     early = CandidateProcess(capture.path, plan)  # forked now: no thread runs and CUDA is untouched
     runner = CandidateProcess(None, None)  # the baseline runner: the same harness, unconfined (trusted code)
     early.spare.add(runner.pid)
