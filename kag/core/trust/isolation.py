@@ -420,6 +420,12 @@ def _seal_a_page() -> None:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()) or "mseal failed")
 
 
+def _own_shm() -> None:
+    done = private_shm(())
+    if not done.startswith("private"):
+        raise OSError(done)
+
+
 def confinement_support() -> dict[str, Any]:
     """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
     not where it fails."""
@@ -451,6 +457,8 @@ def confinement_support() -> dict[str, Any]:
                                                    "write what this user can",
         "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
                            "candidates can fork, exec and ptrace") + seccomp_list(),
+        "the evaluation's own /dev/shm": verdict(_try_in_child(_own_shm) if root else "needs root",
+                                                 "what a candidate leaves in /dev/shm outlives it (with CUDA)"),
         "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
                                       "a candidate of the same user can read the judge's memory"),
         "fatbin wall sealed (mseal)": verdict(_try_in_child(_seal_a_page),
