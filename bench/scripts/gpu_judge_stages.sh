@@ -88,9 +88,9 @@ EOF
         tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
     trusttests)
-      step "the confinement's tests with CUDA (the judge's own /dev/shm, the erased exec environment)"
+      step "the confinement's tests with CUDA (the judge's own /dev/shm and IPC, the erased exec environment)"
       timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/trust/test_isolation.py \
-        tests/core/eval/orchestrator/test_evaluate.py -k "shm or environment or evaluations_folder or isolation" 2>&1 \
+        tests/core/eval/orchestrator/test_evaluate.py -k "shm or ipc or environment or evaluations_folder or isolation" 2>&1 \
         | tee "$OUT/trusttests.log" | tail -15 ;;
     nostatic)
       step "adversarial corpus (CUDA), every static guard off, timed, shard ${SHARD:-1/1}"

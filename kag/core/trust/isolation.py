@@ -33,6 +33,7 @@ from kag.core import scratch
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x4000, 1 << 18, 2, 4, 8
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "LC_")
 ENV_KEEP = ("PATH", "LANG", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "TERM",
@@ -191,6 +192,19 @@ def private_shm(keep: Iterable[str]) -> str:
     except OSError as exc:
         return f"host /dev/shm ({exc.strerror})"
     return "private /dev/shm (the evaluation's own)" if covered else "host /dev/shm (a kept path is /dev/shm)"
+
+
+def private_ipc() -> str:
+    """Give this process (the judge, before it forks) an IPC namespace of its own, which its candidate
+    and baseline runner inherit: System V shared memory, semaphores and message queues, and POSIX
+    message queues, outlive the process that made them (a segment made with a fixed key stays until
+    removed), so a candidate could leave one for a later or concurrent evaluation; here they die
+    with the evaluation. Returns what was done, for the confinement report; needs root."""
+    if not is_root() or os.environ.get("KAG_CONFINE", "1") == "0":
+        return "host IPC (not root)" if not is_root() else "host IPC (KAG_CONFINE=0)"
+    if not _unshare(CLONE_NEWIPC):
+        return f"host IPC ({os.strerror(ctypes.get_errno())})"
+    return "private System V and POSIX message-queue IPC (the evaluation's own)"
 
 
 def erase_exec_environment() -> bool:
@@ -421,9 +435,9 @@ def _seal_a_page() -> None:
 
 
 def _own_shm() -> None:
-    done = private_shm(())
-    if not done.startswith("private"):
-        raise OSError(done)
+    for done in (private_shm(()), private_ipc()):
+        if not done.startswith("private"):
+            raise OSError(done)
 
 
 def confinement_support() -> dict[str, Any]:
@@ -457,8 +471,9 @@ def confinement_support() -> dict[str, Any]:
                                                    "write what this user can",
         "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
                            "candidates can fork, exec and ptrace") + seccomp_list(),
-        "the evaluation's own /dev/shm": verdict(_try_in_child(_own_shm) if root else "needs root",
-                                                 "what a candidate leaves in /dev/shm outlives it (with CUDA)"),
+        "the evaluation's own /dev/shm and IPC": verdict(
+            _try_in_child(_own_shm) if root else "needs root",
+            "what a candidate leaves in /dev/shm (with CUDA) or in System V IPC outlives it"),
         "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
                                       "a candidate of the same user can read the judge's memory"),
         "fatbin wall sealed (mseal)": verdict(_try_in_child(_seal_a_page),

@@ -217,10 +217,10 @@ def test_doctor_reports_every_layer() -> None:
     support = confinement_support()
     for layer in ("landlock", "seccomp", "pid namespace (all its processes die with it)", "judge not dumpable",
                   "mount namespace (the host's Unix sockets hidden)", "fatbin wall sealed (mseal)",
-                  "the evaluation's own /dev/shm"):
+                  "the evaluation's own /dev/shm and IPC"):
         assert layer in support
     if is_root():
-        assert support["the evaluation's own /dev/shm"] == "yes", support
+        assert support["the evaluation's own /dev/shm and IPC"] == "yes", support
     if confine.landlock_abi():
         assert support["landlock"].startswith("yes")
     if tuple(int(p) for p in os.uname().release.split(".")[:2] if p.isdigit()) >= (6, 10):

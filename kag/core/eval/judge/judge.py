@@ -380,18 +380,19 @@ def above_its_children(*children: int) -> str:
     return "children lowered"
 
 
-def own_shm() -> str:
+def own_shm() -> list[str]:
     """The evaluation's own /dev/shm (kag.core.trust.isolation.private_shm), with the run's folders
-    that lie under it (a TMPDIR there, the locks, the cache, the timeline) bound back in."""
+    that lie under it (a TMPDIR there, the locks, the cache, the timeline) bound back in, and its own
+    System V IPC (private_ipc). What was done, for the confinement report."""
     import tempfile
 
     from kag.core.eval.orchestrator.build import cache_root
     from kag.core.eval.orchestrator.timing_lock import lock_dir
-    from kag.core.trust.isolation import evals_root, private_shm
+    from kag.core.trust.isolation import evals_root, private_ipc, private_shm
 
     keep = [tempfile.gettempdir(), str(lock_dir()), str(cache_root()), evals_root(),
             os.path.dirname(os.environ.get("KAG_TIMELINE", "")), os.environ.get("RAY_TMPDIR", "")]
-    return private_shm(p for p in keep if p)
+    return [private_shm(p for p in keep if p), private_ipc()]
 
 
 def judge_main(conn: Any) -> None:
@@ -440,7 +441,7 @@ def judge_main(conn: Any) -> None:
     mark("judge", "torch imported")
     capture = OutputCapture(start=False)
     plan = candidate_plan(cuda=os.path.exists("/dev/nvidiactl"))
-    plan.applied.append(shm)
+    plan.applied.extend(shm)
     early = CandidateProcess(capture.path, plan)  # forked now: no thread runs and CUDA is untouched
     runner = CandidateProcess(None, None)  # the baseline runner: the same harness, unconfined (trusted code)
     early.spare.add(runner.pid)

@@ -315,6 +315,51 @@ def test_a_candidate_cannot_list_the_evaluations_folder(task, cache_dir):
     assert out.count("REFUSED PermissionError") == 3 and "LISTED" not in out, out
 
 
+IPC_PROBE = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+rt = ctypes.CDLL('librt.so.1', use_errno=True)
+rt.mq_open.restype = ctypes.c_int
+key, queue = {key}, b'/{queue}'
+found = []
+if libc.shmget(key, 4096, 0o600) >= 0: found.append('segment')
+if libc.msgget(key + 1, 0o600) >= 0: found.append('message queue')
+mq = rt.mq_open(queue, os.O_RDONLY)
+if mq >= 0: found.append('posix queue')
+print('FOUND ' + ','.join(found) if found else 'ABSENT', flush=True)
+made = [libc.shmget(key, 4096, 0o1000 | 0o600), libc.msgget(key + 1, 0o1000 | 0o600)]
+print('MADE' if all(m >= 0 for m in made) else 'NOT MADE ' + str(made), flush=True)
+mq = rt.mq_open(queue, os.O_CREAT | os.O_RDWR, 0o600, None)
+print('POSIX queue ' + ('made' if mq >= 0 else 'refused: ' + os.strerror(ctypes.get_errno())), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an IPC namespace needs root")
+def test_what_a_candidate_leaves_in_system_v_or_posix_ipc_no_later_evaluation_finds(task, cache_dir):
+    """System V shared memory and message queues, and POSIX message queues, outlive the process that
+    made them: a candidate left a segment with a fixed key for the next evaluation (verify, profile,
+    the final score) or a concurrent one. Three routes; the host must not have them afterwards."""
+    import subprocess
+
+    key, queue = 0x6B6100 + os.getpid() % 0xFF, f"kag-test-queue-{os.getpid()}"
+    probe = solution("return (x * self.weight).clamp_min(0) * self.scale", IPC_PROBE.format(key=key, queue=queue))
+    try:
+        outs, layers = [], []
+        for _ in range(2):
+            result = evaluate(task, probe, verify_options(cache_dir))
+            assert result.correct, result.error
+            outs.append(result.metadata["candidate_output"])
+            layers.append(result.metadata["confinement"])
+        assert all("ABSENT" in out and "MADE" in out and "NOT MADE" not in out for out in outs), outs
+        listed = subprocess.run(["ipcs", "-m", "-q"], capture_output=True, text=True).stdout
+        assert f"0x{key:08x}" not in listed and f"0x{key + 1:08x}" not in listed, listed
+        assert all("private System V and POSIX message-queue IPC (the evaluation's own)" in got for got in layers)
+    finally:
+        for flag, k in (("-M", key), ("-Q", key + 1)):
+            subprocess.run(["ipcrm", flag, str(k)], capture_output=True)
+        ctypes_rt = __import__("ctypes").CDLL("librt.so.1")
+        ctypes_rt.mq_unlink(f"/{queue}".encode())
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a private /dev/shm needs a mount namespace (root)")
 def test_what_a_candidate_leaves_in_dev_shm_no_later_evaluation_finds(task, cache_dir):
     """/dev/shm was the host's: a file written there outlived the candidate, so a solution could count
