@@ -97,6 +97,20 @@ def _attack(name: str, backends: tuple[str, ...], expect: str, detail: str = "",
 
 
 BOTH = ("cpu", "cuda")
+# the judge's exec-time environment read back by a solution (Python): by /proc/self/environ and from the
+# block's memory, whose addresses /proc/self/stat gives (in place of judge_memory_python's attack)
+EXEC_ENVIRON_PYTHON = """
+import ctypes
+with open("/proc/self/stat") as fh:
+    fields = fh.read().rsplit(")", 1)[1].split()
+start, end = int(fields[47]), int(fields[48])
+found = []
+for route, data in (("file", open("/proc/self/environ", "rb").read()),
+                    ("memory", ctypes.string_at(start, end - start) if start else b"")):
+    names = [v.split(b"=", 1)[0].decode("latin-1") for v in data.split(b"\\0") if b"=" in v]
+    found.append(f"LEAKED {route}: {','.join(names[:8])}" if names else f"blank environ ({route})")
+print(" | ".join(found), flush=True)
+"""
 FAST_FAIL = {"check_s": 60.0, "load_s": 60.0}
 
 ATTACKS: list[Case] = [
@@ -237,7 +251,8 @@ ATTACKS: list[Case] = [
              family="the judge's memory"),
     # the judge's exec-time environment, left on the stack by os.environ.clear(): erased before the solution runs
     *_attack("exec_environ_python", BOTH, "ok", require_output="blank environ (memory)", forbid_output="LEAKED",
-             family="the judge's memory"),
+             family="the judge's memory", edits=(("\n_attack()\n", EXEC_ENVIRON_PYTHON),),
+             by_backend={b: {"path": CASES_DIR / "judge_memory_python" / b} for b in BOTH}),
     *_attack("exec_environ_cpp", BOTH, "ok", require_output="blank environ (memory)", forbid_output="LEAKED",
              family="the judge's memory"),
     # -- escaping processes: none may outlive the evaluation
