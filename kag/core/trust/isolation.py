@@ -8,7 +8,12 @@ before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops e
 sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
 evaluations' folder, which none may list; write: its own temp folder, /dev/shm; devices: /dev/null...,
 /dev/nvidia*). Its /dev/shm dies with the evaluation: without CUDA a tmpfs of its own, with CUDA the
-judge's, which the judge made the evaluation's own before forking (``private_shm``).
+judge's, which the judge made the evaluation's own before forking (``private_shm``); System V IPC is
+the evaluation's own too (``private_ipc``). The environment block it was exec'd with is zeroed; what
+the judge's Python held at the fork it can still read (the timeline's path, the judge's HOME, as an
+independent attack found): nothing secret exists then, since the spec, the key and the seeds come after.
+Known gaps: flock on a file it can read is seen by a concurrent candidate, and /proc/stat and
+/proc/loadavg are the host's (weak signals of other work, no channel for data).
 seccomp (no ptrace, process_vm_*, fork, exec, namespaces) follows in the candidate's ``prepare``,
 after CUDA has started and before model_new.py is imported.
 
