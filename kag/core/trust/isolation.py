@@ -176,21 +176,26 @@ class CandidatePlan:
         self.applied.append("private /tmp and /run")
 
 
+def _host_kept(what: str) -> str | None:
+    """Why the judge keeps the host's ``what`` (a namespace needs root; KAG_CONFINE=0 is debugging), or None."""
+    if not is_root():
+        return f"host {what} (not root)"
+    return f"host {what} (KAG_CONFINE=0)" if os.environ.get("KAG_CONFINE", "1") == "0" else None
+
+
 def private_shm(keep: Iterable[str]) -> str:
     """Give this process (the judge, first thing, while it is one thread) a mount namespace with a
     /dev/shm of its own, which its candidate and baseline runner inherit: what a candidate leaves
     there dies with the evaluation, and no evaluation meets another's there, with CUDA too (torch's
     IPC opens its reference counters by name in /dev/shm, so judge and candidate must share one).
     ``keep``: paths of the run that lie under /dev/shm (a TMPDIR, the lock folder), bound back in.
-    Returns what was done, for the confinement report; needs root (else the host's stays)."""
+    Returns what was done, for the confinement report."""
     from kag.core.trust.private_mounts import cover
 
-    if not is_root() or os.environ.get("KAG_CONFINE", "1") == "0":
-        return "host /dev/shm (not root)" if not is_root() else "host /dev/shm (KAG_CONFINE=0)"
-    if not _unshare(CLONE_NEWNS):
-        return f"host /dev/shm ({os.strerror(ctypes.get_errno())})"
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+    why = _host_kept("/dev/shm")
+    if why:
+        return why
+    if not own_mount_namespace():
         return f"host /dev/shm ({os.strerror(ctypes.get_errno())})"
     try:
         covered = cover(keep, folders=("/dev/shm",))
@@ -204,9 +209,10 @@ def private_ipc() -> str:
     and baseline runner inherit: System V shared memory, semaphores and message queues, and POSIX
     message queues, outlive the process that made them (a segment made with a fixed key stays until
     removed), so a candidate could leave one for a later or concurrent evaluation; here they die
-    with the evaluation. Returns what was done, for the confinement report; needs root."""
-    if not is_root() or os.environ.get("KAG_CONFINE", "1") == "0":
-        return "host IPC (not root)" if not is_root() else "host IPC (KAG_CONFINE=0)"
+    with the evaluation. Returns what was done, for the confinement report."""
+    why = _host_kept("IPC")
+    if why:
+        return why
     if not _unshare(CLONE_NEWIPC):
         return f"host IPC ({os.strerror(ctypes.get_errno())})"
     return "private System V and POSIX message-queue IPC (the evaluation's own)"
@@ -229,14 +235,20 @@ def erase_exec_environment() -> bool:
     return True
 
 
+def own_mount_namespace() -> bool:
+    """A new mount namespace whose mounts do not propagate back to the host's (errno says why not)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not _unshare(CLONE_NEWNS):
+        return False
+    return libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) == 0
+
+
 def own_proc() -> bool:
     """In a new mount namespace, mount a /proc of this PID namespace over the host's: CUDA's driver
     reads /proc/<getpid()>, which must be this process (pid 1 here), and no other process of the
     machine is visible at all."""
     libc = ctypes.CDLL(None, use_errno=True)
-    if not _unshare(CLONE_NEWNS):
-        return False
-    if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+    if not own_mount_namespace():
         return False
     return libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None) == 0
 
@@ -439,7 +451,7 @@ def _seal_a_page() -> None:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()) or "mseal failed")
 
 
-def _own_shm() -> None:
+def _evaluation_namespaces() -> None:
     for done in (private_shm(()), private_ipc()):
         if not done.startswith("private"):
             raise OSError(done)
@@ -477,7 +489,7 @@ def confinement_support() -> dict[str, Any]:
         "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
                            "candidates can fork, exec and ptrace") + seccomp_list(),
         "the evaluation's own /dev/shm and IPC": verdict(
-            _try_in_child(_own_shm) if root else "needs root",
+            _try_in_child(_evaluation_namespaces) if root else "needs root",
             "what a candidate leaves in /dev/shm (with CUDA) or in System V IPC outlives it"),
         "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
                                       "a candidate of the same user can read the judge's memory"),

@@ -30,11 +30,12 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def covered_dirs(extra: Iterable[str] = (), folders: Iterable[str] = COVERED) -> list[str]:
+def covered_dirs(extra: Iterable[str] = (), folders: Iterable[str] | None = None) -> list[str]:
     """The folders to cover that are real folders here (/var/run is mostly a link to /run), and
-    ``extra`` ones: Ray's temp folder when RAY_TMPDIR moves it out of /tmp."""
-    wanted = list(folders) + [os.path.realpath(d) for d in extra if d]
-    if os.environ.get("RAY_TMPDIR") and tuple(folders) == COVERED:
+    ``extra`` ones. ``folders`` replaces the default set: COVERED and Ray's temp folder when
+    RAY_TMPDIR moves it out of /tmp."""
+    wanted = list(COVERED if folders is None else folders) + [os.path.realpath(d) for d in extra if d]
+    if folders is None and os.environ.get("RAY_TMPDIR"):
         wanted.append(os.path.realpath(os.environ["RAY_TMPDIR"]))
     out: list[str] = []
     for d in wanted:
@@ -43,9 +44,9 @@ def covered_dirs(extra: Iterable[str] = (), folders: Iterable[str] = COVERED) ->
     return out
 
 
-def cover(keep: Iterable[str], extra: Iterable[str] = (), folders: Iterable[str] = COVERED) -> list[str]:
-    """Mount an empty tmpfs over each covered folder (``folders``, by default all of COVERED), then
-    bind every existing ``keep`` path that lies under one back in place. Returns the folders covered."""
+def cover(keep: Iterable[str], extra: Iterable[str] = (), folders: Iterable[str] | None = None) -> list[str]:
+    """Mount an empty tmpfs over each covered folder (``covered_dirs``), then bind every existing
+    ``keep`` path that lies under one back in place. Returns the folders covered."""
     covered = covered_dirs(extra, folders)
     held: list[tuple[str, int, bool]] = []
     for path in sorted({os.path.realpath(p) for p in keep if p}):

@@ -380,7 +380,7 @@ def above_its_children(*children: int) -> str:
     return "children lowered"
 
 
-def own_shm() -> list[str]:
+def evaluation_namespaces() -> list[str]:
     """The evaluation's own /dev/shm (kag.core.trust.isolation.private_shm), with the run's folders
     that lie under it (a TMPDIR there, the locks, the cache, the timeline) bound back in, and its own
     System V IPC (private_ipc). What was done, for the confinement report."""
@@ -410,7 +410,7 @@ def judge_main(conn: Any) -> None:
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle: it ends us
     set_dumpable(False)  # the candidate (same uid) cannot read this process's memory, environ or fds
-    shm = own_shm()  # first, while this is one thread: the mount namespace is per thread until then
+    namespaces = evaluation_namespaces()  # first, while one thread: a mount namespace is per thread until then
     try:
         set_child_subreaper()  # orphans of the candidate come to us (swept when it ends)
     except OSError:
@@ -441,7 +441,7 @@ def judge_main(conn: Any) -> None:
     mark("judge", "torch imported")
     capture = OutputCapture(start=False)
     plan = candidate_plan(cuda=os.path.exists("/dev/nvidiactl"))
-    plan.applied.extend(shm)
+    plan.applied.extend(namespaces)
     early = CandidateProcess(capture.path, plan)  # forked now: no thread runs and CUDA is untouched
     runner = CandidateProcess(None, None)  # the baseline runner: the same harness, unconfined (trusted code)
     early.spare.add(runner.pid)
