@@ -227,6 +227,51 @@ def test_doctor_reports_every_layer() -> None:
         assert support["fatbin wall sealed (mseal)"] == "yes", support  # this VM's 6.18, the H100's 6.18
 
 
+@NEEDS_ROOT
+def test_the_candidate_cannot_raise_its_own_priority(plan: CandidatePlan) -> None:
+    """The judge raises its timed child for its windows (kag.core.eval.judge.priority) and puts it back;
+    a candidate may not do either itself, by nice, a real-time policy or the limit that allows them."""
+    import resource
+
+    def attack(_: int) -> dict:
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        class Param(ctypes.Structure):
+            _fields_ = [("priority", ctypes.c_int)]
+
+        def fifo() -> None:
+            if libc.sched_setscheduler(0, 1, ctypes.byref(Param(1))) != 0:  # SCHED_FIFO
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+        return {"nice -5": tries(lambda: os.setpriority(os.PRIO_PROCESS, 0, -5)),
+                "nice -5 by thread id": tries(lambda: os.setpriority(os.PRIO_PROCESS, threading_id(), -5)),
+                "SCHED_FIFO": tries(fifo),
+                "RLIMIT_NICE 40": limit(resource.RLIMIT_NICE, 40),
+                "RLIMIT_RTPRIO 1": limit(resource.RLIMIT_RTPRIO, 1),
+                "nice now": os.getpriority(os.PRIO_PROCESS, 0)}
+
+    found = in_confined_child(plan, attack)
+    assert found.pop("nice now") == 0, found
+    assert all(v.startswith("denied") for v in found.values()), found
+
+
+def limit(which: int, value: int) -> str:
+    """Raise a resource limit, soft and hard: a hard limit goes up only with CAP_SYS_RESOURCE."""
+    import resource
+
+    try:
+        resource.setrlimit(which, (value, value))
+        return "ALLOWED"
+    except (OSError, ValueError) as exc:
+        return f"denied ({exc})"
+
+
+def threading_id() -> int:
+    import threading
+
+    return threading.get_native_id()
+
+
 def test_seccomp_program_allows_signals_only_to_itself() -> None:
     prog = confine.seccomp_program(own_pid=1234)
     assert len(prog) % 8 == 0 and len(prog) // 8 < 200

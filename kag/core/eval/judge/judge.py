@@ -353,33 +353,6 @@ def judge_entry(fd: int) -> None:
     judge_main(Connection(fd))
 
 
-JUDGE_NICE = -10  # the judge's priority over its children (root); otherwise theirs lowered by as much
-
-
-def above_its_children(*children: int) -> str:
-    """Put the judge's thread above its children in the scheduler (after the fork: they must not
-    inherit it): its sampler must stop the candidate while a call runs, and threads the candidate spins
-    up during its calls had starved it on a 2-core machine (a fallback's stops landed between calls).
-    Both children alike, so the candidate and the baselines are timed at one priority."""
-    try:  # the sampler's sleeps end when asked, not up to 50 us later
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK, 1 ns
-    except (OSError, AttributeError):
-        pass
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, JUDGE_NICE)  # Linux: this thread (the one that samples)
-        return "judge raised"
-    except OSError:
-        pass
-    for pid in children:  # not root: the children lowered instead, which needs no privilege
-        try:
-            os.setpriority(os.PRIO_PROCESS, pid, -JUDGE_NICE)
-        except OSError:
-            return "none"
-    return "children lowered"
-
-
 def evaluation_namespaces() -> list[str]:
     """The evaluation's own /dev/shm (kag.core.trust.isolation.private_shm), with the run's folders
     that lie under it (a TMPDIR there, the locks, the cache, the timeline) bound back in, and its own
@@ -446,6 +419,8 @@ def judge_main(conn: Any) -> None:
     runner = CandidateProcess(None, None)  # the baseline runner: the same harness, unconfined (trusted code)
     early.spare.add(runner.pid)
     capture.start()
+    from kag.core.eval.judge.priority import above_its_children
+
     above_its_children(early.pid, runner.pid)
     try:
         import multiprocessing.util

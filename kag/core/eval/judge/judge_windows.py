@@ -3,7 +3,8 @@
 Trusted side. For each window of a ``Plan`` (kag.core.eval.judge.judge_timing): fresh inputs into every
 one of the child's staged sets (each its own seed, a keyed hash the child cannot invert),
 the cache flushed, the GPU idle, then the window on the judge's clock (a short window's without its
-end: kag.core.eval.judge.candidate_process ``window``). ``after`` runs between
+end: kag.core.eval.judge.candidate_process ``window``). On a GPU the child runs its windows raised
+above the host's other work (kag.core.eval.judge.priority), the candidate and the runner alike. ``after`` runs between
 windows (the candidate's secret re-checks and poisoning); ``pause_s`` makes every gap between two
 windows, as the child's own clock sees it, the same length whatever ``after`` did. What the gap does
 not hide: the delay from a window's end to its poison request grows with the outputs captured, so
@@ -32,6 +33,18 @@ def run_windows(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, pur
     timings (seeds never repeat); ``sampler(calls, timing)`` makes a fresh CPU sampler for a sampled window of ``calls`` calls
     (``timing``: the windows so far).
     ``deadline`` (monotonic) ends the timing as a timeout."""
+    from kag.core.eval.judge.priority import timed_priority
+
+    with timed_priority(proc, raise_it=bool(getattr(judge, "cuda", False))) as nice:
+        if nice is not None and hasattr(judge, "report"):
+            judge.report.calibration["timed_nice"] = nice
+        return _run(judge, proc, sets, plan, purpose=purpose, timeout_s=timeout_s, phase=phase, after=after,
+                    pause_s=pause_s, sampler=sampler, deadline=deadline, counter=counter)
+
+
+def _run(judge: Any, proc: Any, sets: list[list[Any]], plan: Plan, *, purpose: str, timeout_s: float, phase: str,
+         after: After | None, pause_s: float, sampler: Callable[[int, WindowTiming], Any] | None,
+         deadline: float | None, counter: list[int] | None) -> WindowTiming:
     from kag.core.eval.judge.candidate_process import CandidateFailure
 
     timing = WindowTiming(calls=plan.calls, short_calls=plan.short_calls)
