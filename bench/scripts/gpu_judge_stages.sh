@@ -39,8 +39,8 @@
 #   oldtree    the same two cases (OLD_ONLY: others) on the code before (a tree in $KAG_OLD_TREE, default .old: `git archive <commit>` plus
 #              the cases), to show what the attack bought there
 #   nullcap    a GPU null base bounded by the runner's (13 GB a call: windows of one call), honest and padded
-#   loadab     diag_matmul with every core busy (one spinning process per core, nice 0), the timed child raised
-#              (KAG_TIMED_NICE default) and not (KAG_TIMED_NICE=0), alternated LOAD_ROUNDS times, after one alone
+#   loadab     diag_matmul with the timed child raised (KAG_TIMED_NICE=-5) and not (0), alternated LOAD_ROUNDS times,
+#              alone and beside LOAD_HOGS spinning processes (default 6; one per core made evaluations take >200 s)
 # Logs and tables go to $OUT.   bash bench/scripts/gpu_judge_stages.sh fidelity latency
 source "$(dirname "$0")/env.sh"
 OLD_TREE="${KAG_OLD_TREE:-$PWD/.old}"
@@ -157,15 +157,14 @@ EOF
         timeout 60 python3 bench/scripts/wall_attack/gpu/r18_gpu_dma.py $kind $fl 2>&1 | tail -3
       done; done | tee "$OUT/dma.log" ;;
     loadab)
-      step "diag_matmul alone, then with every core busy: the timed child raised and not, alternated"
+      step "diag_matmul, the timed child raised (KAG_TIMED_NICE=-5) and not (0), alternated: alone, then beside LOAD_HOGS spinners"
       export KAG_CACHE_DIR=/tmp/kag-cache-load
-      timeout 150 python3 bench/scripts/timing_fidelity.py --only diag_matmul --out "$OUT/loadab/alone" 2>&1 | tail -4
-      for round in $(seq "${LOAD_ROUNDS:-2}"); do for nice in 0 ${LOAD_NICE:--5}; do
-        hogs=(); for _ in $(seq "$(nproc)"); do python3 -c 'while True: pass' & hogs+=($!); done
-        KAG_TIMED_NICE=$nice timeout 200 python3 bench/scripts/timing_fidelity.py --only diag_matmul \
-          --out "$OUT/loadab/r$round-nice$nice" 2>&1 | tail -4
-        kill "${hogs[@]}"; wait "${hogs[@]}" 2>/dev/null
-      done; done 2>&1 | tee "$OUT/loadab.log" ;;
+      ab() { for n in 0 ${LOAD_NICE:--5}; do KAG_TIMED_NICE=$n timeout "${LOAD_RUN_S:-110}" python3 bench/scripts/timing_fidelity.py \
+        --only diag_matmul --out "$OUT/loadab/$1-nice$n" 2>&1 | grep '^| diag' | sed "s/^/$1 nice=$n /"; done; }
+      for round in $(seq "${LOAD_ROUNDS:-2}"); do ab "alone$round"; done 2>&1 | tee "$OUT/loadab.log"
+      hogs=(); for _ in $(seq "${LOAD_HOGS:-6}"); do python3 -c 'while True: pass' & hogs+=($!); done
+      for round in $(seq "${LOAD_ROUNDS:-2}"); do ab "hogs${LOAD_HOGS:-6}-$round"; done 2>&1 | tee -a "$OUT/loadab.log"
+      kill "${hogs[@]}"; wait "${hogs[@]}" 2>/dev/null ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

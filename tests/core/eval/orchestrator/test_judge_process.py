@@ -84,3 +84,16 @@ def test_the_judge_hides_the_configured_precompiled_header_store(monkeypatch, tm
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert str(store) in out.stdout, out.stdout
+
+
+def test_the_judge_reads_the_timed_childs_priority_from_its_caller(monkeypatch) -> None:
+    """``KAG_TIMED_NICE=0`` (the raise off, for an A/B) reaches the judge, which reads it there."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("KAG_TIMED_NICE", "0")
+    code = "from kag.core.eval.judge.priority import timed_nice; print(timed_nice())"
+    out = subprocess.run([sys.executable, "-c", code], env=judge_process.judge_environment(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"], out.stdout
