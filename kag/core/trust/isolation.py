@@ -12,10 +12,11 @@ judge's, which the judge made the evaluation's own before forking (``private_shm
 the evaluation's own too (``private_ipc``). The environment block it was exec'd with is zeroed; what
 the judge's Python held at the fork it can still read (the timeline's path, the judge's HOME, as an
 independent attack found): nothing secret exists then, since the spec, the key and the seeds come after.
-Known gaps: flock on a file it can read is seen by a concurrent candidate, and /proc/stat and
-/proc/loadavg are the host's (weak signals of other work, no channel for data).
-seccomp (no ptrace, process_vm_*, fork, exec, namespaces) follows in the candidate's ``prepare``,
-after CUDA has started and before model_new.py is imported.
+seccomp (no ptrace, process_vm_*, fork, exec, namespaces; file locks that lock nothing and no
+inotify, so a concurrent candidate sees none through a file both read) follows in the candidate's
+``prepare``, after CUDA has started and before model_new.py is imported. Known gaps: /proc/stat and
+/proc/loadavg are the host's, and the page cache and the CPUs are shared (timing and residency
+signals of other work, which carry no secret of the judge's: each evaluation's are its own).
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
 without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed;

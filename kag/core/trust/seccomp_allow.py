@@ -22,7 +22,13 @@ architecture), narrowed where a candidate needs less than a container:
   pages the fatbin wall replaced would read PyTorch's GPU code back from the page cache, no open
   needed (tests/core/trust/test_fatbin_wall.py does it without the filter);
 - ``get_mempolicy``/``mbind``/``set_mempolicy`` added (Docker gates them on CAP_SYS_NICE; they act
-  on the caller's own memory, and NUMA-aware allocators call them).
+  on the caller's own memory, and NUMA-aware allocators call them);
+- no state another process can see through a file both may read (the candidate's filter only: agent
+  commands keep them): file locks (``flock``, ``fcntl``'s record, open-file-description locks and
+  leases) succeed without locking, directory notices (``F_NOTIFY``) likewise, and ``inotify_*`` is
+  refused. Two candidates at once had a channel through them (one locks or opens a file of torch's,
+  the other sees it); a candidate cannot fork, so a lock of its own is never needed against another
+  process, and every other ``fcntl`` command is allowed by value.
 
 ``ALLOWED`` and ``CONDITIONAL`` are the whole policy; ``kag doctor`` says which filter is active.
 """
@@ -81,6 +87,10 @@ REMOVED_FROM_DOCKER = ("execve", "execveat", "fork", "vfork", "io_uring_enter", 
                        # growing a file mapping reads a walled library's GPU code back from the page cache
                        # (kag.core.trust.fatbin_wall); glibc's realloc copies instead when mremap fails
                        "mremap", "remap_file_pages")
+# the candidate's filter (no_fork): what another process could see through a file both can read
+UNSHARED_STATE = ("flock", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch")
+FCNTL_LOCKS = (6, 7, 13, 14, 37, 38, 1024, 1026)  # F_SETLK(W), F_SETLK64(W), F_OFD_SETLK(W), F_SETLEASE, F_NOTIFY
+FCNTL_OTHERS = tuple(c for c in (*range(64), *range(1024, 1088)) if c not in FCNTL_LOCKS)
 CLONE_THREAD = 0x00010000
 SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/INET6 (a network namespace of
 # its own), AF_NETLINK (interface queries); never AF_VSOCK, which no network namespace confines
@@ -173,7 +183,15 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
         count = 0
         extra = (() if no_exec else ("execve", "execveat")) + (() if no_fork else ("fork", "vfork"))
         for name in ALLOWED + extra:
+            if no_fork and name in UNSHARED_STATE + ("fcntl",):
+                continue
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, name)
+        if no_fork:  # locks that lock nothing, notices that never come; inotify refused (the default)
+            count += _rule(lib, ctx, scmp_errno(0), "flock")
+            for cmd in FCNTL_LOCKS:
+                count += _rule(lib, ctx, scmp_errno(0), "fcntl", (1, SCMP_CMP_MASKED_EQ, LOW32, cmd))
+            for cmd in FCNTL_OTHERS:
+                count += _rule(lib, ctx, SCMP_ACT_ALLOW, "fcntl", (1, SCMP_CMP_MASKED_EQ, LOW32, cmd))
         for family in SOCKET_FAMILIES:
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, "socket", (0, SCMP_CMP_MASKED_EQ, LOW32, family))
         for value in PERSONALITIES:

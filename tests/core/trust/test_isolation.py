@@ -227,6 +227,58 @@ def test_doctor_reports_every_layer() -> None:
         assert support["fatbin wall sealed (mseal)"] == "yes", support  # this VM's 6.18, the H100's 6.18
 
 
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+def test_a_candidates_file_locks_and_watches_reach_no_other_process(plan: CandidatePlan) -> None:
+    """A lock on a file two processes can open was a channel between concurrent candidates (one
+    locks a file of torch's, the other tries it). The candidate's locks succeed without locking,
+    by flock, by a record lock and by an open-file-description lock, and it may not watch files:
+    another process takes every lock while the candidate "holds" them."""
+    import fcntl
+    import threading
+
+    if not __import__("kag.core.trust.seccomp_allow", fromlist=["available"]).available():
+        pytest.skip("libseccomp is not installed (the hand-built filter keeps file locks)")
+    target, records = Path(plan.tmp_dir) / "shared.lock", Path(plan.tmp_dir) / "records.lock"
+    for f in (target, records):  # record and description locks of one process conflict: two files
+        f.write_bytes(b"x" * 16)
+    held, checked = os.pipe(), os.pipe()
+    other: dict = {}
+
+    def ofd(fd: int, kind: int) -> None:
+        fcntl.fcntl(fd, 37, struct.pack("hhqqi4x", kind, 0, 0, 0, 0))  # F_OFD_SETLK, the whole file
+
+    def attack(_: int) -> dict:
+        out = {}
+        fds = [os.open(f, os.O_RDWR) for f in (target, records, target)]
+        out["flock"] = tries(lambda: fcntl.flock(fds[0], fcntl.LOCK_EX | fcntl.LOCK_NB))
+        out["record lock"] = tries(lambda: fcntl.lockf(fds[1], fcntl.LOCK_EX | fcntl.LOCK_NB))
+        out["ofd lock"] = tries(lambda: ofd(fds[2], fcntl.F_WRLCK))
+        libc = ctypes.CDLL(None, use_errno=True)
+        out["inotify"] = "ALLOWED" if libc.inotify_init1(0) >= 0 else f"denied ({os.strerror(ctypes.get_errno())})"
+        os.write(held[1], b"x")
+        os.read(checked[0], 1)  # holding whatever it holds until the other process has tried
+        return out
+
+    def other_process() -> None:
+        os.read(held[0], 1)
+        for name, f, take in (("flock", target, lambda fd: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)),
+                              ("record lock", records, lambda fd: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)),
+                              ("ofd lock", target, lambda fd: ofd(fd, fcntl.F_WRLCK))):
+            fd = os.open(f, os.O_RDWR)  # each taken and let go alone
+            other[name] = tries(lambda: take(fd))
+            os.close(fd)
+        os.write(checked[1], b"x")
+
+    t = threading.Thread(target=other_process)
+    t.start()
+    found = in_confined_child(plan, attack)
+    t.join(timeout=30)
+    assert found == {"flock": "ALLOWED", "record lock": "ALLOWED", "ofd lock": "ALLOWED",
+                     "inotify": "denied (Operation not permitted)"}, found
+    assert other == {"flock": "ALLOWED", "record lock": "ALLOWED", "ofd lock": "ALLOWED"}, other
+
+
 @NEEDS_ROOT
 def test_the_candidate_cannot_raise_its_own_priority(plan: CandidatePlan) -> None:
     """The judge raises its timed child for its windows (kag.core.eval.judge.priority) and puts it back;
