@@ -66,6 +66,10 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "io_uring_register": 427, "userfaultfd": 323, "mount": 165, "umount2": 166, "pivot_root": 155,
         "chroot": 161, "kexec_load": 246, "init_module": 175, "finit_module": 313, "delete_module": 176,
         "capset": 126, "prctl": 157, "mremap": 25, "remap_file_pages": 216,
+        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93, "lchown": 94,
+        "fchownat": 260, "utime": 132, "utimes": 235, "utimensat": 280, "futimesat": 261, "setxattr": 188,
+        "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
+        "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254,
     },
     "aarch64": {
         "seccomp": 277, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "execve": 221,
@@ -76,6 +80,9 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "userfaultfd": 282, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "kexec_load": 104,
         "init_module": 105, "finit_module": 273, "delete_module": 106, "capset": 91, "prctl": 167,
         "mremap": 216, "remap_file_pages": 234,
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55, "fchownat": 54, "utimensat": 88,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
+        "inotify_init1": 26, "inotify_add_watch": 27,
     },
 }
 # Refused outright: reading or writing other processes, leaving the sandbox, kernel attack surface.
@@ -89,6 +96,12 @@ NO_EXEC = ("execve", "execveat")
 # page cache (kag.core.trust.fatbin_wall); glibc's realloc falls back to copying when mremap fails
 NO_REMAP = ("mremap", "remap_file_pages")
 NO_FORK = ("fork", "vfork")
+# a candidate (no fork): it runs as uid 0 without capabilities, which still owns the host's files, and
+# Landlock does not cover metadata: a mode (a setuid bit on a host binary), an owner, times or an
+# extended attribute (an ACL) changed on a file it may only read (kag.core.trust.seccomp_allow)
+NO_METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
+               "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
+               "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch")
 
 
 class ConfinementError(Exception):
@@ -352,7 +365,7 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
     if machine not in SYSCALLS:
         raise ConfinementError(f"seccomp filter: unsupported architecture {machine}")
     nrs = SYSCALLS[machine]
-    denied = [nrs[n] for n in ALWAYS_DENIED + (NO_EXEC + NO_REMAP if no_exec else ()) + (NO_FORK if no_fork else ())
+    denied = [nrs[n] for n in ALWAYS_DENIED + (NO_EXEC + NO_REMAP if no_exec else ()) + (NO_FORK + NO_METADATA if no_fork else ())
               if n in nrs]
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     prog: list[bytes] = [_bpf(BPF_LD_W_ABS, OFF_ARCH), _bpf(BPF_JEQ_K, AUDIT_ARCH[machine], 1, 0),

@@ -25,10 +25,18 @@ architecture), narrowed where a candidate needs less than a container:
   on the caller's own memory, and NUMA-aware allocators call them);
 - no state another process can see through a file both may read (the candidate's filter only: agent
   commands keep them): file locks (``flock``, ``fcntl``'s record, open-file-description locks and
-  leases) succeed without locking, directory notices (``F_NOTIFY``) likewise, and ``inotify_*`` is
-  refused. Two candidates at once had a channel through them (one locks or opens a file of torch's,
-  the other sees it); a candidate cannot fork, so a lock of its own is never needed against another
-  process, and every other ``fcntl`` command is allowed by value.
+  leases) succeed without locking, directory notices (``F_NOTIFY``) likewise, page-cache advice
+  (``fadvise64``, ``readahead``: evicting and loading a file's pages on demand) likewise, and
+  ``inotify_*`` is refused. Two candidates at once had a channel through them (one locks, opens or
+  evicts a file of torch's, the other sees it); a candidate cannot fork, so a lock of its own is never
+  needed against another process, and every other ``fcntl`` command is allowed by value;
+- no change to a file's metadata (``chmod``, ``chown``, the ``utime`` calls, the ``xattr`` setters,
+  ``fcntl``'s write-life hints): the candidate is uid 0 without capabilities, which still owns the
+  host's files, and Landlock covers none of these. An independent attack set a setuid bit on a host
+  file it could only read, made the evaluations' folder listable again, and passed 62 bits a file to a
+  concurrent candidate in its times. Left: the ``FS_IOC_SETFLAGS``/``SETVERSION`` ioctls (a file's
+  no-atime flag, its generation) are the owner's too, and ``ioctl`` cannot be filtered by command here
+  without slowing every CUDA call; mincore and read timing still tell a cached page from another.
 
 ``ALLOWED`` and ``CONDITIONAL`` are the whole policy; ``kag doctor`` says which filter is active.
 """
@@ -88,9 +96,14 @@ REMOVED_FROM_DOCKER = ("execve", "execveat", "fork", "vfork", "io_uring_enter", 
                        # (kag.core.trust.fatbin_wall); glibc's realloc copies instead when mremap fails
                        "mremap", "remap_file_pages")
 # the candidate's filter (no_fork): what another process could see through a file both can read
-UNSHARED_STATE = ("flock", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch")
+UNSHARED_STATE = ("flock", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "fadvise64",
+                  "readahead")
+FAKED = ("flock", "fadvise64", "readahead")  # succeed, doing nothing
+METADATA = ("chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "utimensat",
+            "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr")
 FCNTL_LOCKS = (6, 7, 13, 14, 37, 38, 1024, 1026)  # F_SETLK(W), F_SETLK64(W), F_OFD_SETLK(W), F_SETLEASE, F_NOTIFY
-FCNTL_OTHERS = tuple(c for c in (*range(64), *range(1024, 1088)) if c not in FCNTL_LOCKS)
+FCNTL_REFUSED = (1036, 1038)  # F_SET_RW_HINT, F_SET_FILE_RW_HINT: the owner's, read-only descriptor or not
+FCNTL_OTHERS = tuple(c for c in (*range(64), *range(1024, 1088)) if c not in FCNTL_LOCKS + FCNTL_REFUSED)
 CLONE_THREAD = 0x00010000
 SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/INET6 (a network namespace of
 # its own), AF_NETLINK (interface queries); never AF_VSOCK, which no network namespace confines
@@ -183,11 +196,12 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
         count = 0
         extra = (() if no_exec else ("execve", "execveat")) + (() if no_fork else ("fork", "vfork"))
         for name in ALLOWED + extra:
-            if no_fork and name in UNSHARED_STATE + ("fcntl",):
+            if no_fork and name in UNSHARED_STATE + METADATA + ("fcntl",):
                 continue
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, name)
-        if no_fork:  # locks that lock nothing, notices that never come; inotify refused (the default)
-            count += _rule(lib, ctx, scmp_errno(0), "flock")
+        if no_fork:  # locks that lock nothing, notices that never come; inotify, metadata refused (the default)
+            for name in FAKED:
+                count += _rule(lib, ctx, scmp_errno(0), name)
             for cmd in FCNTL_LOCKS:
                 count += _rule(lib, ctx, scmp_errno(0), "fcntl", (1, SCMP_CMP_MASKED_EQ, LOW32, cmd))
             for cmd in FCNTL_OTHERS:

@@ -279,6 +279,45 @@ def test_a_candidates_file_locks_and_watches_reach_no_other_process(plan: Candid
     assert other == {"flock": "ALLOWED", "record lock": "ALLOWED", "ofd lock": "ALLOWED"}, other
 
 
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+def test_the_candidate_changes_no_files_metadata(plan: CandidatePlan) -> None:
+    """uid 0 without capabilities still owns the host's files, and Landlock covers no metadata: an
+    independent attack set a setuid bit on a host file it could only read, made the evaluations' folder
+    listable, and passed bits to a concurrent candidate in a file's times. Every such change is refused,
+    by descriptor and by path, and the file is as it was."""
+    from kag.core.trust import seccomp_allow
+    from kag.core.trust.isolation import evals_root
+
+    if not seccomp_allow.available():
+        pytest.skip("libseccomp is not installed")
+    target = Path(plan.tmp_dir) / "host_file"
+    target.write_bytes(b"x")
+    target.chmod(0o644)
+    root = evals_root()
+    before = (target.stat(), os.stat(root))
+
+    def attack(_: int) -> dict:
+        import fcntl
+
+        fd = os.open(target, os.O_RDONLY)  # read-only: what it may do to any file it can read
+        return {"fchmod setuid": tries(lambda: os.fchmod(fd, 0o4755)),
+                "chmod by path": tries(lambda: os.chmod(target, 0o666)),
+                "chmod the evaluations' folder": tries(lambda: os.chmod(root, 0o755)),
+                "fchown": tries(lambda: os.fchown(fd, 0, 0)),
+                "utime by descriptor": tries(lambda: os.utime(fd, ns=(123456789, 987654321))),
+                "utime by path": tries(lambda: os.utime(target, ns=(123456789, 987654321))),
+                "setxattr": tries(lambda: os.setxattr(fd, "user.msg", b"hello")),
+                "removexattr": tries(lambda: os.removexattr(target, "user.none")),
+                "write-life hint": tries(lambda: fcntl.fcntl(fd, 1036, struct.pack("Q", 5)))}
+
+    found = in_confined_child(plan, attack)
+    assert all(v == "denied (Operation not permitted)" for v in found.values()), found
+    after = (target.stat(), os.stat(root))
+    for a, b in zip(before, after):
+        assert (a.st_mode, a.st_uid, a.st_mtime_ns, a.st_atime_ns) == (b.st_mode, b.st_uid, b.st_mtime_ns, b.st_atime_ns)
+
+
 @NEEDS_ROOT
 def test_the_candidate_cannot_raise_its_own_priority(plan: CandidatePlan) -> None:
     """The judge raises its timed child for its windows (kag.core.eval.judge.priority) and puts it back;

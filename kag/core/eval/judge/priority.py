@@ -13,6 +13,12 @@ slot, the candidate and the baseline runner alike, for exactly its windows, lets
 core back. On the CPU backend timing holds the host's one slot (nothing heavy runs beside it), and
 the judge's sampler must keep its margin over a candidate that spins threads: not raised there.
 
+Where the kernel groups tasks by session (``sched_autogroup_enabled``, tasks in the root CPU cgroup),
+a thread's nice counts only inside its session's group, and the judge and each child are sessions of
+their own (``start_new_session``, ``setsid``): their groups' nice is set as well (``/proc/<pid>/autogroup``),
+or neither raise would count against another session's work (an independent attack measured a nice -5
+spinner in its own session sharing a CPU 50/50 with a nice 0 one in another).
+
 What a candidate can do with it: read its own priority (getpriority, /proc/self/stat) and learn it
 is in a window, which it knows anyway (it runs only in windows, and every window is timed or
 compared in secret); start threads while raised (they inherit it: every thread is put back while
@@ -43,6 +49,7 @@ def above_its_children(*children: int) -> str:
         pass
     try:
         os.setpriority(os.PRIO_PROCESS, 0, JUDGE_NICE)  # Linux: this thread (the one that samples)
+        set_autogroup(os.getpid(), JUDGE_NICE)  # the judge's session (its own)
         return "judge raised"
     except OSError:
         pass
@@ -64,6 +71,30 @@ def timed_nice() -> int:
     return max(nice, JUDGE_NICE + 1)
 
 
+def autogroup_nice(pid: int) -> int | None:
+    """The nice of ``pid``'s session group where the kernel groups by session, else None."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled", encoding="ascii") as fh:
+            if fh.read().strip() != "1":
+                return None
+        with open(f"/proc/{pid}/autogroup", encoding="ascii") as fh:
+            return int(fh.read().split()[-1])  # "/autogroup-123 nice 0"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def set_autogroup(pid: int, nice: int) -> bool:
+    """Set ``pid``'s session group's nice (root for a raise); False where there is none or it is refused."""
+    if autogroup_nice(pid) is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/autogroup", "w", encoding="ascii") as fh:
+            fh.write(str(nice))
+        return True
+    except OSError:
+        return False
+
+
 def threads_of(pid: int) -> list[int]:
     """Every thread of ``pid`` ([] once it is gone): Linux's priority is per thread."""
     try:
@@ -83,7 +114,7 @@ def _set(tid: int, nice: int) -> bool:
 @contextlib.contextmanager
 def timed_priority(proc: Any, raise_it: bool = True) -> Iterator[int | None]:
     """While the block runs ``proc``'s windows (a kag.core.eval.judge.candidate_process.CandidateProcess),
-    every thread of it at ``timed_nice()``; afterwards, with the process stopped so that no thread
+    every thread of it, and its session's group where there is one, at ``timed_nice()``; afterwards, with the process stopped so that no thread
     can start meanwhile, every thread (those it started inside included) back at the nice its main
     thread had. Yields the nice applied, None where it was not (a CPU, not root, the process gone)."""
     nice = timed_nice()
@@ -95,9 +126,13 @@ def timed_priority(proc: Any, raise_it: bool = True) -> Iterator[int | None]:
         except OSError:
             continue
     applied = [tid for tid in before if before[tid] > nice and _set(tid, nice)]
+    group = autogroup_nice(proc.pid) if applied else None  # its session's group, where there is one
+    group_raised = group is not None and group > nice and set_autogroup(proc.pid, nice)
     try:
         yield nice if applied else None
     finally:
+        if group_raised:
+            set_autogroup(proc.pid, group)
         if applied:
             home = before.get(proc.pid, max(before.values()))
             if proc.stop_sent or proc.stopped:  # confirmed: a thread started after the listing would keep it

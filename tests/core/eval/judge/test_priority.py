@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.core.eval.judge.priority import JUDGE_NICE, threads_of, timed_nice, timed_priority
+from kag.core.eval.judge.priority import JUDGE_NICE, autogroup_nice, threads_of, timed_nice, timed_priority
 
 NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs CAP_SYS_NICE")
 
@@ -34,7 +34,8 @@ class Child:
     """A process with threads, stopped and resumed as the judge's CandidateProcess does."""
 
     def __init__(self) -> None:
-        self.p = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  start_new_session=True)  # a session of its own, as the judge's children are
         assert self.p.stdout.readline().strip() == "ready"
         self.pid = self.p.pid
         self.stopped = self.stop_sent = False
@@ -89,6 +90,21 @@ def test_every_thread_is_raised_for_the_windows_and_put_back_after(child: Child,
     after = child.nices()
     assert len(after) == 4 and set(after.values()) == {0}, after
     assert child.stopped  # put back while it could start nothing
+    assert autogroup_nice(child.pid) in (None, 0)
+
+
+@NEEDS_ROOT
+@pytest.mark.skipif(autogroup_nice(os.getpid()) is None, reason="the kernel does not group tasks by session here")
+def test_where_tasks_are_grouped_by_session_the_childs_group_is_raised_too(child: Child, monkeypatch) -> None:
+    """With autogroup a thread's nice counts only inside its session's group: the child's group is
+    raised for the windows and put back after, and the test's own session is left alone."""
+    monkeypatch.delenv("KAG_TIMED_NICE", raising=False)
+    mine = autogroup_nice(os.getpid())
+    child.stop()
+    with timed_priority(child) as nice:
+        assert autogroup_nice(child.pid) == nice
+        assert autogroup_nice(os.getpid()) == mine
+    assert autogroup_nice(child.pid) == 0
 
 
 @NEEDS_ROOT
