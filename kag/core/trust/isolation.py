@@ -14,9 +14,12 @@ the judge's Python held at the fork it can still read (the timeline's path, the 
 independent attack found): nothing secret exists then, since the spec, the key and the seeds come after.
 seccomp (no ptrace, process_vm_*, fork, exec, namespaces; file locks that lock nothing and no
 inotify, so a concurrent candidate sees none through a file both read) follows in the candidate's
-``prepare``, after CUDA has started and before model_new.py is imported. Known gaps: /proc/stat and
-/proc/loadavg are the host's, and the page cache and the CPUs are shared (timing and residency
-signals of other work, which carry no secret of the judge's: each evaluation's are its own).
+``prepare``, after CUDA has started and before model_new.py is imported; it also refuses every change
+to a file's metadata (uid 0 owns the host's files; Landlock covers no chmod, chown, times or xattrs).
+Known gaps: /proc/stat and /proc/loadavg are the host's; the page cache (mincore, read timing), free
+disk space and the CPUs are shared; ``FS_IOC_SETFLAGS``/``SETVERSION`` (a file's no-atime flag, its
+generation) are ioctls the filter cannot tell from CUDA's at no cost. Channels between concurrent
+candidates, none carrying a secret of the judge's (each evaluation's are its own).
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
 without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed;
