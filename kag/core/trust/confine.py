@@ -98,7 +98,8 @@ NO_REMAP = ("mremap", "remap_file_pages")
 NO_FORK = ("fork", "vfork")
 # a candidate (no fork): it runs as uid 0 without capabilities, which still owns the host's files, and
 # Landlock does not cover metadata: a mode (a setuid bit on a host binary), an owner, times or an
-# extended attribute (an ACL) changed on a file it may only read (kag.core.trust.seccomp_allow)
+# extended attribute (an ACL) changed on a file it may only read (kag.core.trust.seccomp_allow, whose
+# allow-list also makes file locks and page-cache advice do nothing: this deny-list keeps them real)
 NO_METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
                "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
                "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch")
