@@ -270,7 +270,7 @@ def test_a_candidates_file_locks_and_watches_reach_no_other_process(plan: Candid
             os.close(fd)
         os.write(checked[1], b"x")
 
-    t = threading.Thread(target=other_process)
+    t = threading.Thread(target=other_process, daemon=True)  # a child that died early leaves it waiting
     t.start()
     found = in_confined_child(plan, attack)
     t.join(timeout=30)
