@@ -29,6 +29,7 @@ thread stays 10 levels above it, and other GPUs' timed children are raised as mu
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any, Iterator
 
@@ -71,12 +72,21 @@ def timed_nice() -> int:
     return max(nice, JUDGE_NICE + 1)
 
 
-def autogroup_nice(pid: int) -> int | None:
-    """The nice of ``pid``'s session group where the kernel groups by session, else None."""
+@functools.lru_cache(maxsize=1)
+def grouped_by_session() -> bool:
+    """Whether this kernel groups tasks by session (read once: a host setting)."""
     try:
         with open("/proc/sys/kernel/sched_autogroup_enabled", encoding="ascii") as fh:
-            if fh.read().strip() != "1":
-                return None
+            return fh.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def autogroup_nice(pid: int) -> int | None:
+    """The nice of ``pid``'s session group where the kernel groups by session, else None."""
+    if not grouped_by_session():
+        return None
+    try:
         with open(f"/proc/{pid}/autogroup", encoding="ascii") as fh:
             return int(fh.read().split()[-1])  # "/autogroup-123 nice 0"
     except (OSError, ValueError, IndexError):
@@ -99,7 +109,7 @@ def threads_of(pid: int) -> list[int]:
     """Every thread of ``pid`` ([] once it is gone): Linux's priority is per thread."""
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    except OSError:
         return []
 
 
@@ -107,16 +117,16 @@ def _set(tid: int, nice: int) -> bool:
     try:
         os.setpriority(os.PRIO_PROCESS, tid, nice)
         return True
-    except (ProcessLookupError, PermissionError, OSError):
+    except OSError:
         return False
 
 
 @contextlib.contextmanager
 def timed_priority(proc: Any, raise_it: bool = True) -> Iterator[int | None]:
     """While the block runs ``proc``'s windows (a kag.core.eval.judge.candidate_process.CandidateProcess),
-    every thread of it, and its session's group where there is one, at ``timed_nice()``; afterwards, with the process stopped so that no thread
-    can start meanwhile, every thread (those it started inside included) back at the nice its main
-    thread had. Yields the nice applied, None where it was not (a CPU, not root, the process gone)."""
+    every thread of it, and its session's group where there is one, at ``timed_nice()``; afterwards,
+    with the process stopped so that no thread can start meanwhile, every thread (those it started
+    inside included) back at the nice its main thread had. Yields the nice applied, None where it was not (a CPU, not root, the process gone)."""
     nice = timed_nice()
     tids = threads_of(proc.pid) if raise_it and nice < 0 else []
     before: dict[int, int] = {}
