@@ -86,8 +86,8 @@ EOF
       timeout 120 python3 bench/scripts/path_cost.py --out "$OUT" 2>&1 | tee "$OUT/pathcost.log" ;;
     gputests)
       step "GPU test files"
-      timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
-        tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
+      timeout "${GPUTESTS_TIMEOUT:-300}" python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
+        tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_priority.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
     trusttests)
       step "the confinement's tests with CUDA (the judge's own /dev/shm and IPC, the erased exec environment)"
@@ -159,6 +159,7 @@ EOF
     loadab)
       step "diag_matmul, the timed child raised (KAG_TIMED_NICE=-5) and not (0), alternated: alone, then beside LOAD_HOGS spinners"
       export KAG_CACHE_DIR=/tmp/kag-cache-load
+      echo "sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)" | tee "$OUT/loadab_host.txt"
       ab() { for n in 0 ${LOAD_NICE:--5}; do KAG_TIMED_NICE=$n timeout "${LOAD_RUN_S:-110}" python3 bench/scripts/timing_fidelity.py \
         --only diag_matmul --out "$OUT/loadab/$1-nice$n" 2>&1 | grep '^| diag' | sed "s/^/$1 nice=$n /"; done; }
       for round in $(seq "${LOAD_ROUNDS:-2}"); do ab "alone$round"; done 2>&1 | tee "$OUT/loadab.log"
