@@ -32,6 +32,11 @@ torch's own tables, and three rewrites make their primitives the ones a written-
 ``var_mean`` is a ``var`` and a ``mean`` node; ``mean((x - mean(x)) ** 2)`` (or ``x * x``, which is
 ``pow``) is ``var(x)``. Ops whose result the forward's output never reads are dropped (a
 BatchNorm's running statistics, a norm's saved mean, the folded square).
+
+Decomposed, those norms are the same ops and differ only in the dimensions they reduce; so a
+reduction's label says which ones, in terms that views do not change (kag.core.data.opaxes): a
+LayerNorm of ``(B, C)`` is ``mean@KR`` and ``var@KR``, a GroupNorm of it ``mean@KS`` (the channels
+split into groups, reduced within each), and a sum or softmax over another dimension is another node.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ import hashlib
 from typing import Any, Iterator
 
 import attrs
+
+from kag.core.data.opaxes import REDUCTIONS, Frames, reduced_dims
 
 # Ops that move or re-view data without computing: a node of these stands for its input.
 LAYOUT_OPS = frozenset({
@@ -64,8 +71,9 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "max": "amax",  # x.max(dim).values, a written-out softmax's max; the softmax decomposition says amax
 }
 # Bumped whenever tracing changes what a graph is: the reference graphs are cached under it (decontam).
-TRACER_VERSION = ("3: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
-                  " + layer/batch/group/instance/rms norms; rsqrt as 1/sqrt, variance folded, dead ops dropped")
+TRACER_VERSION = ("4: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
+                  " + layer/batch/group/instance/rms norms; rsqrt as 1/sqrt, variance folded, dead ops dropped;"
+                  " reductions labelled with the dimensions they reduce")
 # Normalisation layers, which core ATen keeps whole: torch's decompositions make them the var/mean,
 # sub, sqrt, div, mul, add a written-out norm is (nn.InstanceNorm2d runs as native_batch_norm)
 NORM_DECOMPOSITIONS = ("native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
@@ -236,8 +244,9 @@ class _Builder:
         self.pointwise.append(pointwise)
         return (len(self.labels) - 1,)
 
-    def call(self, op: Any, per_arg: list[tuple[int, ...]], args: tuple) -> tuple[int, ...]:
-        """The nodes an op's result stands for, given the nodes each of its arguments stands for."""
+    def call(self, op: Any, per_arg: list[tuple[int, ...]], args: tuple, axes: str = "") -> tuple[int, ...]:
+        """The nodes an op's result stands for, given the nodes each of its arguments stands for;
+        ``axes`` (``@KR``: opaxes) goes on a reduction's label."""
         import torch
 
         srcs = tuple(dict.fromkeys(j for a in per_arg for j in a))
@@ -256,10 +265,10 @@ class _Builder:
             alias = "sqrt"
         elif name == "mul" and len(per_arg) == 2 and sum(len(a) == 1 and a[0] in self.inverted for a in per_arg) == 1:
             alias = "div"
-        elif name == "mean" and (var := self._variance(srcs)) is not None:
-            return self.node("var", var, False)
+        elif name == "mean" and (var := self._variance(srcs, axes)) is not None:
+            return self.node("var" + axes, var, False)
         if name in SPLIT_RESULTS:
-            return tuple(self.node(part, srcs, False)[0] for part in SPLIT_RESULTS[name])
+            return tuple(self.node(part + axes, srcs, False)[0] for part in SPLIT_RESULTS[name])
         square = (name == "pow" and len(args) == 2 and args[1] == 2) or \
             (name == "mul" and len(per_arg) == 2 and per_arg[0] == per_arg[1])
         if square:
@@ -271,20 +280,21 @@ class _Builder:
             for k, part in enumerate(alias):
                 prev = self.node(part, prev + (per_arg[0] if k else ()), part in POINTWISE_PARTS and k > 0)
             return prev
-        nodes = self.node(alias, srcs, torch.Tag.pointwise in getattr(op, "tags", ()))
+        nodes = self.node(alias + axes, srcs, torch.Tag.pointwise in getattr(op, "tags", ()))
         if square:
             self.squares.add(nodes[0])
         return nodes
 
-    def _variance(self, srcs: tuple[int, ...]) -> tuple[int, ...] | None:
-        """``(x,)`` when ``mean(srcs)`` is a written-out variance, mean((x - mean(x)) ** 2); else None."""
+    def _variance(self, srcs: tuple[int, ...], axes: str = "") -> tuple[int, ...] | None:
+        """``(x,)`` when ``mean(srcs)`` is a written-out variance, mean((x - mean(x)) ** 2) with both
+        means over the same dimensions (``axes``); else None."""
         if len(srcs) != 1 or srcs[0] not in self.squares or len(self.inputs[srcs[0]]) != 1:
             return None
         sub = self.inputs[srcs[0]][0]
         if self.labels[sub] != "sub" or len(self.inputs[sub]) != 2:
             return None
         for x, m in (self.inputs[sub], self.inputs[sub][::-1]):
-            if self.labels[m] == "mean" and self.inputs[m] == (x,):
+            if self.labels[m] == "mean" + axes and self.inputs[m] == (x,):
                 return (x,)
         return None
 
@@ -314,6 +324,7 @@ def _recorder(builder: _Builder, decompose: bool = True) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.made: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(tensor) -> (tensor kept alive, nodes)
+            self.frames = Frames()  # each node's home dimensions, for a reduction's label
             self.table = decompositions() if decompose else {}
             self.depth = 0  # > 0 inside a decomposition
 
@@ -323,6 +334,8 @@ def _recorder(builder: _Builder, decompose: bool = True) -> Any:
 
         def mark(self, t: Any, nodes: tuple[int, ...]) -> None:
             self.made[id(t)] = (t, nodes)
+            for n in nodes:  # an input, or an op's result (a view of one keeps the frame it has)
+                self.frames.own(n, t)
 
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
             import torch
@@ -354,11 +367,26 @@ def _recorder(builder: _Builder, decompose: bool = True) -> Any:
                 builder.truncate(start)
             out = func(*args, **(kwargs or {}))
             before = len(builder.labels)
-            nodes = builder.call(func, per_arg, args)
+            axes = ""
+            if _op_name(func) in REDUCTIONS and args and isinstance(args[0], torch.Tensor) \
+                    and len(src := self.source(args[0])) == 1:
+                dims = reduced_dims(func, args, kwargs, args[0].dim())
+                axes = "@" + self.frames.signature(args[0], src[0], dims)
+            nodes = builder.call(func, per_arg, args, axes)
             if self.depth == 0:
                 builder.calls += len(builder.labels) - before
             results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
             split = _op_name(func) in SPLIT_RESULTS and len(nodes) == len(results)
+            operands = [(a, self.source(a)) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            pointwise = torch.Tag.pointwise in getattr(func, "tags", ())
+            for k, n in enumerate(nodes):  # new nodes: an elementwise result keeps its operand's home
+                if n >= before and results:
+                    self.frames.add(n, results[k if split else 0], operands, pointwise)
+            if len(nodes) == 1 and nodes[0] < before and len(results) == 1:  # a layout op: a copy keeps it too
+                for a, src in operands:
+                    if src == nodes:
+                        self.frames.copy(nodes[0], results[0], a)
+                        break
             for k, t in enumerate(results):  # var_mean: the variance is one node, the mean another
                 self.mark(t, nodes[k:k + 1] if split else nodes)
             return out
