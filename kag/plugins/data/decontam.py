@@ -16,8 +16,12 @@ Three signals, the highest one is a task's score, and a score at or above ``thre
   per op as called, as before), and, for a short graph (``SHORT_GRAPH`` nodes or fewer), the Dice overlap of their op
   multisets with no edges at all, counted only at ``MULTISET_MIN`` or above (so the same ops
   wired in another order, ``leaky_relu(x) * s`` for ``leaky_relu(x * s)``, still score; a
-  different count of any op does not). A task that cannot be traced (data-dependent control flow,
-  an unrolled RNN) has only the AST signal.
+  different count of any op does not; nor does a task of another number of tensor inputs). With the numeric signal on, a multiset match is the claim
+  "another wiring of the same function", which running both settles: a benchmark task that, built
+  alike, gives other outputs on the same inputs (``decontam_numeric.compare``) is another function,
+  and the match is overruled (the task's graph score is then that of the graphs with their edges).
+  So is a traced task's AST match (the same tokens, in another order: ``sigmoid(logsumexp(...))``).
+  A task that cannot be traced (data-dependent control flow, an unrolled RNN) has only the AST signal.
 - **AST**: the ``Model`` class is reduced to a sequence of AST tokens in which local names, ``self.``
   attributes, arguments, constants and docstrings are normalised away while torch API names
   (``nn.Conv2d``, ``torch.relu``, ``.softmax``) stay; two tasks' similarity is difflib's ratio of
@@ -35,11 +39,13 @@ import ast
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import attrs
 
 from kag.plugin import hookimpl
+
+INPUT = "input"  # an input node's label (kag.core.data.opgraph.INPUT)
 
 MODULE_NAMES = {"torch", "nn", "F", "functional", "math", "np", "numpy", "einops"}
 
@@ -133,6 +139,7 @@ MIN_SHARED_OPS = 2  # counted in ops as the benchmark task calls them (``OpGraph
 # more: below 20 nodes that is the same multiset, or one op more or fewer from 10 nodes on.
 SHORT_GRAPH = 16
 MULTISET_MIN = 0.95
+OVERRULED_MAX = 3  # multiset matches a task's numeric comparisons may overrule, closest first
 
 
 @attrs.frozen
@@ -155,6 +162,7 @@ class Reference:
     graph: Any = None  # OpGraph, or None when the benchmark task cannot be traced
     local: Any = None
     multiset: Any = None  # the graph's op multiset, for a short graph
+    inputs: int = 0  # the forward's tensor inputs (graph nodes)
 
 
 def _both(graph: Any) -> list[Any]:
@@ -211,6 +219,7 @@ class Decontaminator:
         self.op_graph = bool(op_graph)
         self.numeric = bool(numeric)  # kag.plugins.data.decontam_numeric: what a task computes, by running it
         self.runnable: list[tuple[str, dict[str, Any]]] = []  # reference tasks' namespaces, for ``numeric``
+        self.code: dict[str, str] = {}  # reference tasks' code, for ``numeric``: run at scaled sizes
         self.reference: list[Reference] = []
         self.exact: dict[str, str] = {}  # graph digest -> benchmark task
         self.minus_one: dict[str, tuple[str, str]] = {}  # digest of a benchmark task less one op -> (task, op)
@@ -233,6 +242,7 @@ class Decontaminator:
 
                 try:
                     self.runnable.append((name, load(code)))
+                    self.code[name] = code
                 except Exception:  # noqa: BLE001 - a reference that does not even define itself: no numeric signal
                     pass
             toks = structural_tokens(code)
@@ -245,6 +255,7 @@ class Decontaminator:
                 ref.local = (ref.graph.whole or ref.graph).local_tokens()
                 if ref.graph.size <= SHORT_GRAPH + 1:
                     ref.multiset = ref.graph.multiset()
+                    ref.inputs = ref.graph.labels.count(INPUT)
                 self.ops[name] = ref.graph.ops
                 for g in _both(ref.graph):  # decomposed, and as called (a Mish is one op to take away)
                     self.exact.setdefault(g.digest(), name)
@@ -254,21 +265,22 @@ class Decontaminator:
             if toks or ref.graph is not None:
                 self.reference.append(ref)
 
-    def ast_score(self, code: str) -> tuple[float, str | None]:
-        """Highest AST similarity to any reference task, and which one."""
+    def ast_score(self, code: str, skip: frozenset[str] = frozenset()) -> tuple[float, str | None]:
+        """Highest AST similarity to any reference task (but those in ``skip``), and which one."""
         toks = structural_tokens(code)
         api = api_names(toks)
         best, best_name = 0.0, None
         for ref in self.reference:
-            if not ref.tokens or _upper_bound(toks, ref.tokens, api, ref.api) <= best:
+            if not ref.tokens or ref.name in skip or _upper_bound(toks, ref.tokens, api, ref.api) <= best:
                 continue
             r = 0.5 * _ratio(toks, ref.tokens) + 0.5 * _ratio(api, ref.api)
             if r > best:
                 best, best_name = r, ref.name
         return best, best_name
 
-    def graph_score(self, graph: Any) -> tuple[float, str | None, str, str]:
-        """``(score, closest, signal, note)`` of a traced task against the reference graphs."""
+    def graph_score(self, graph: Any, overruled: frozenset[str] = frozenset()) -> tuple[float, str | None, str, str]:
+        """``(score, closest, signal, note)`` of a traced task against the reference graphs (their op
+        multisets but those of ``overruled``: other functions, by ``unless_other_outputs``)."""
         from kag.plugin import dice
 
         for g in _both(graph):
@@ -289,9 +301,11 @@ class Decontaminator:
             if (d := dice(local, ref.local)) > best:
                 best, best_name = d, ref.name
         multiset, m_best, m_name = graph.multiset(), 0.0, None
+        inputs = graph.labels.count(INPUT)  # the same function takes as many tensors
         if 2 <= graph.size <= SHORT_GRAPH:
             for ref in fusions:
-                if ref.multiset is not None and (d := dice(multiset, ref.multiset)) > m_best:
+                if ref.multiset is not None and ref.name not in overruled and ref.inputs == inputs \
+                        and (d := dice(multiset, ref.multiset)) > m_best:
                     m_best, m_name = d, ref.name
         if m_best >= MULTISET_MIN and m_best > best:
             return m_best, m_name, "graph_multiset", ("the same ops wired otherwise" if m_best == 1.0
@@ -299,16 +313,25 @@ class Decontaminator:
         return best, best_name, "graph_overlap", ""
 
     def judge(self, code: str) -> Verdict:
-        """Both signals for one task; the higher one decides."""
+        """All signals for one task; the highest one decides."""
         from kag.plugin import OpGraphError, trace
 
-        ast_s, ast_name = self.ast_score(code)
-        graph_s, note = None, ""
+        graph_s, note, overruled, ran = None, "", [], {}
         if self.op_graph and self.exact:
             try:
-                graph_s, graph_name, signal, note = self.graph_score(trace(code))
+                graph = trace(code)
             except OpGraphError as exc:
                 note = f"no op graph: {exc}"
+            else:
+                (graph_s, graph_name, signal, note), overruled = self.unless_other_outputs(
+                    code, lambda skip: self.graph_score(graph, skip), lambda got: got[2] == "graph_multiset", ran)
+        # a traced task's token match is a claim of the same code, which running both settles too
+        (ast_s, ast_name), also = self.unless_other_outputs(
+            code, lambda skip: self.ast_score(code, skip),
+            lambda got: graph_s is not None and got[0] >= self.threshold and got[0] > graph_s, ran)
+        if overruled or also:
+            note = "; ".join(filter(None, [note, f"the ops or tokens of {', '.join(dict.fromkeys(overruled + also))}, "
+                                                 "but other outputs on the same inputs"]))
         if graph_s is not None and graph_s >= ast_s:
             verdict = Verdict(graph_s, graph_name, signal, ast_s, graph_s, note)
         else:
@@ -323,6 +346,28 @@ class Decontaminator:
             if found is None:
                 verdict = attrs.evolve(verdict, note="; ".join(filter(None, [verdict.note, why])))
         return verdict
+
+    def unless_other_outputs(self, code: str, best: Callable[[frozenset[str]], tuple],
+                             claim: Callable[[tuple], bool], ran: dict[str, str | None]) -> tuple[tuple, list[str]]:
+        """``best(overruled)`` (a score and its closest task first) and the tasks overruled: while it is
+        a match that claims "the same function, otherwise written" (``claim``: an op-multiset or a token
+        match) and, numeric on, the closest task built alike gives other outputs on the same inputs
+        (``decontam_numeric.compare``), the next closest. The exact and one-op-apart graphs are not
+        claims of that kind (a copy with another constant is still a copy), so nothing overrules them.
+        ``ran`` keeps the comparisons made for this task."""
+        overruled: list[str] = []
+        got = best(frozenset())
+        while self.numeric and claim(got) and got[1] in self.code and len(overruled) < OVERRULED_MAX:
+            from kag.plugins.data.decontam_numeric import compare
+
+            if got[1] not in ran:
+                ref = next(ns for n, ns in self.runnable if n == got[1])
+                ran[got[1]] = compare(code, ref, self.code[got[1]])[0]
+            if ran[got[1]] != "different":
+                break
+            overruled.append(got[1])
+            got = best(frozenset(overruled))
+        return got, overruled
 
     def score(self, code: str) -> tuple[float, str | None]:
         """Highest similarity to any reference task (by either signal), and which one."""
