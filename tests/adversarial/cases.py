@@ -264,6 +264,8 @@ ATTACKS: list[Case] = [
              no_file="/tmp/kag-adversarial-outside-marker", family="writing outside its folder"),
     *_attack("write_outside_cpp", BOTH, "ok", require_output="denied", forbid_output="WROTE",
              no_file="/tmp/kag-adversarial-outside-marker", family="writing outside its folder"),
+    *_attack("host_flags_cpp", BOTH, "ok", require_output="denied no-atime flag", forbid_output="CHANGED",
+             family="writing outside its folder"),
     # PyTorch's kernels without the dispatcher. On the CPU the judge samples where the
     # candidate's CPU time goes (kag.core.trust.provenance); on a GPU PyTorch's CUDA kernels cannot
     # load at all (kag.core.trust.fatbin_wall); with static guards on, the module's symbols say so first

@@ -16,10 +16,12 @@ seccomp (no ptrace, process_vm_*, fork, exec, namespaces; file locks that lock n
 inotify, so a concurrent candidate sees none through a file both read) follows in the candidate's
 ``prepare``, after CUDA has started and before model_new.py is imported; it also refuses every change
 to a file's metadata (uid 0 owns the host's files; Landlock covers no chmod, chown, times or xattrs).
+As root, every mount but the candidate's temp folder, /dev/shm and its /proc is read-only in its mount
+namespace: the inode ioctls (``FS_IOC_SETFLAGS``, ``SETVERSION``, ``FSSETXATTR``), which the filter cannot
+tell from CUDA's at no cost, get EROFS (``host_files_read_only``).
 Known gaps: /proc/stat and /proc/loadavg are the host's; the page cache (mincore, read timing), free
-disk space and the CPUs are shared; ``FS_IOC_SETFLAGS``/``SETVERSION`` (a file's no-atime flag, its
-generation) are ioctls the filter cannot tell from CUDA's at no cost. Channels between concurrent
-candidates, none carrying a secret of the judge's (each evaluation's are its own).
+disk space and the CPUs are shared. Channels between concurrent candidates, none carrying a secret of
+the judge's (each evaluation's are its own).
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
 without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed;
@@ -111,6 +113,8 @@ class CandidatePlan:
             if os.getpid() == 1 and own_proc():  # the first process of its own PID namespace
                 self.applied.append("pid namespace (own /proc)")
                 self.hide_host_sockets()
+                if self.landlock:  # KAG_CONFINE=0 (debugging a solution) keeps the host's files as they are
+                    self.host_files_read_only()
         fresh = minimal_env({"HOME": self.tmp_dir, "TMPDIR": self.tmp_dir})
         ctypes.CDLL(None).clearenv()  # libc's table no longer points into the block erased below
         os.environ.clear()
@@ -178,6 +182,21 @@ class CandidatePlan:
             self.applied.append(f"host sockets visible ({exc.strerror})")
             return
         self.applied.append("private /tmp and /run")
+
+
+    def host_files_read_only(self) -> None:
+        """Every mount read-only but what the candidate writes (its temp folder, /dev/shm, its /proc):
+        uid 0 owns the host's files, and an ioctl on a file it may only read changed that file's flags
+        and generation (a channel to a concurrent candidate, and a change to the host) past Landlock and
+        the filter (kag.core.trust.private_mounts.read_only_except)."""
+        from kag.core.trust.private_mounts import read_only_except
+
+        try:
+            read_only_except([self.tmp_dir, "/dev/shm", "/proc"])
+        except OSError as exc:
+            self.applied.append(f"host files' flags writable ({exc.strerror})")
+            return
+        self.applied.append("host files read-only (mounts)")
 
 
 def _host_kept(what: str) -> str | None:
@@ -461,6 +480,14 @@ def _evaluation_namespaces() -> None:
             raise OSError(done)
 
 
+def _read_only_mounts() -> None:
+    from kag.core.trust.private_mounts import read_only_except
+
+    if not own_mount_namespace():
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    read_only_except([tempfile.gettempdir(), "/dev/shm", "/proc"])
+
+
 def confinement_support() -> dict[str, Any]:
     """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
     not where it fails."""
@@ -492,6 +519,9 @@ def confinement_support() -> dict[str, Any]:
                                                    "write what this user can",
         "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
                            "candidates can fork, exec and ptrace") + seccomp_list(),
+        "host files read-only (mounts)": verdict(
+            _try_in_child(_read_only_mounts) if root else "needs root",
+            "a candidate can set the flags and generation of a file it reads (a channel, a change to the host)"),
         "the evaluation's own /dev/shm and IPC": verdict(
             _try_in_child(_evaluation_namespaces) if root else "needs root",
             "what a candidate leaves in /dev/shm (with CUDA) or in System V IPC outlives it"),

@@ -10,6 +10,13 @@ folder the commands get an empty tmpfs; the folders they must keep (their worksp
 evaluation bridge, the Python and libraries they read) are bind-mounted back in at the same paths.
 The tmpfs cannot be unmounted by the commands: Landlock and the seccomp filter refuse mount
 operations after this. Abstract Unix sockets belong to the network namespace, already empty.
+
+``read_only_except`` (the judge's candidate, in its own mount namespace): every mount read-only but
+the few folders it writes. Landlock governs opening, writing and creating files, not an ioctl that
+changes an inode a candidate merely reads (``FS_IOC_SETFLAGS``: no-atime and other flags,
+``FS_IOC_SETVERSION``: a 32-bit generation, ``FS_IOC_FSSETXATTR``), and the seccomp filter cannot tell
+those from CUDA's ioctls without a test on every call; the kernel refuses each on a read-only mount.
+Device nodes, FIFOs and sockets stay usable there: a read-only mount does not govern them.
 """
 
 from __future__ import annotations
@@ -20,6 +27,13 @@ from typing import Iterable
 
 COVERED = ("/tmp", "/run", "/var/run", "/dev/shm")
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 0x2, 0x4, 0x1000, 0x4000
+SYS_MOUNT_SETATTR = 442  # the same on x86_64 and aarch64 (the unified table); Linux 5.12+
+AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 0x1
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64),
+                ("userns_fd", ctypes.c_uint64)]
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -71,3 +85,37 @@ def cover(keep: Iterable[str], extra: Iterable[str] = (), folders: Iterable[str]
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
         os.close(fd)
     return covered
+
+
+def mount_points() -> set[str]:
+    """Where this mount namespace has a mount (mountinfo's fifth field, its octal escapes undone)."""
+    with open("/proc/self/mountinfo", "rb") as fh:
+        return {os.fsdecode(line.split()[4].decode("unicode_escape").encode("latin-1")) for line in fh}
+
+
+def _set_read_only(path: str, read_only: bool, recursive: bool) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    attr = _MountAttr(MOUNT_ATTR_RDONLY if read_only else 0, 0 if read_only else MOUNT_ATTR_RDONLY, 0, 0)
+    if libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), path.encode(),
+                    ctypes.c_uint(AT_RECURSIVE if recursive else 0), ctypes.byref(attr),
+                    ctypes.c_size_t(ctypes.sizeof(attr))) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount_setattr {path}: {os.strerror(err)}")
+
+
+def read_only_except(writable: Iterable[str]) -> list[str]:
+    """Make every mount of this (private) mount namespace read-only, in one step, except the
+    ``writable`` folders: each becomes a mount of its own first (bound onto itself), then is made
+    writable again alone, not its submounts. Raises OSError where the kernel lacks mount_setattr
+    (before 5.12) or refuses; nothing is changed then. Returns the folders left writable."""
+    keep = [os.path.realpath(p) for p in writable if p and os.path.isdir(p)]
+    keep = list(dict.fromkeys(keep))
+    points = mount_points()
+    for path in keep:
+        if path not in points:
+            _mount(path, path, None, MS_BIND, None)
+    _set_read_only("/", True, recursive=True)
+    for path in keep:
+        _set_read_only(path, False, recursive=False)
+    return keep

@@ -17,7 +17,7 @@ from typing import Callable
 import pytest
 
 from kag.core.trust import confine
-from kag.core.trust.isolation import (CandidatePlan, candidate_plan, confinement_support, descendants, fork_in_namespace,
+from kag.core.trust.isolation import (CandidatePlan, candidate_plan, confinement_support, fork_in_namespace,
                                 is_root)
 from tests.core.trust.forked import in_forked_child, syscall
 
@@ -217,10 +217,11 @@ def test_doctor_reports_every_layer() -> None:
     support = confinement_support()
     for layer in ("landlock", "seccomp", "pid namespace (all its processes die with it)", "judge not dumpable",
                   "mount namespace (the host's Unix sockets hidden)", "fatbin wall sealed (mseal)",
-                  "the evaluation's own /dev/shm and IPC"):
+                  "the evaluation's own /dev/shm and IPC", "host files read-only (mounts)"):
         assert layer in support
     if is_root():
         assert support["the evaluation's own /dev/shm and IPC"] == "yes", support
+        assert support["host files read-only (mounts)"] == "yes", support
     if confine.landlock_abi():
         assert support["landlock"].startswith("yes")
     if tuple(int(p) for p in os.uname().release.split(".")[:2] if p.isdigit()) >= (6, 10):
@@ -316,6 +317,77 @@ def test_the_candidate_changes_no_files_metadata(plan: CandidatePlan) -> None:
     after = (target.stat(), os.stat(root))
     for a, b in zip(before, after):
         assert (a.st_mode, a.st_uid, a.st_mtime_ns, a.st_atime_ns) == (b.st_mode, b.st_uid, b.st_mtime_ns, b.st_atime_ns)
+
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IOC_GETVERSION, FS_IOC_SETVERSION = 0x80086601, 0x40086602, 0x80087601, 0x40087602
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820
+
+
+def inode_marks(path: Path) -> tuple:
+    """A file's flags, generation and fsxattr, as far as its file system keeps them (None where not)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        out = []
+        for request, size in ((FS_IOC_GETFLAGS, 8), (FS_IOC_GETVERSION, 8), (FS_IOC_FSGETXATTR, 28)):
+            try:
+                out.append(fcntl.ioctl(fd, request, bytes(size)))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+    finally:
+        os.close(fd)
+
+
+@NEEDS_ROOT
+@NEEDS_LANDLOCK
+def test_the_candidate_changes_no_flags_of_a_file_it_reads(plan: CandidatePlan) -> None:
+    """Landlock governs opening and writing, not an ioctl on a file opened to read: a confined child set
+    a host file's no-atime flag and its 32-bit generation (a channel to a concurrent candidate that
+    outlives both). Every mount but its own folders is read-only: each route gets EROFS, the file is as
+    it was. Routes: Python's fcntl.ioctl, libc's ioctl through ctypes, and the fsxattr form."""
+    import fcntl
+    import uuid
+
+    from kag.core.trust.isolation import evals_root
+
+    folder = Path(evals_root()) / f"flags-{uuid.uuid4().hex}"  # a folder every candidate may read
+    folder.mkdir()
+    target = folder / "shared"
+    target.write_bytes(b"x")
+    before = inode_marks(target)
+    if before[0] is None:
+        pytest.skip("this file system keeps no inode flags")
+    try:
+        def attack(_: int) -> dict:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(target, os.O_RDONLY)
+            flags = struct.unpack("q", fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8)))[0]
+
+            def by_libc(request: int, value: int) -> None:
+                arg = ctypes.c_long(value)
+                if libc.ioctl(fd, ctypes.c_ulong(request), ctypes.byref(arg)) != 0:
+                    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+            xattr = bytearray(fcntl.ioctl(fd, FS_IOC_FSGETXATTR, bytes(28)))
+            xattr[0:4] = struct.pack("I", struct.unpack("I", xattr[0:4])[0] | 0x40)  # FS_XFLAG_NOATIME
+            return {"no-atime flag (fcntl)": tries(lambda: fcntl.ioctl(fd, FS_IOC_SETFLAGS,
+                                                                         struct.pack("q", flags | 0x80))),
+                    "generation (fcntl)": tries(lambda: fcntl.ioctl(fd, FS_IOC_SETVERSION, struct.pack("q", 12345))),
+                    "no-dump flag (libc)": tries(lambda: by_libc(FS_IOC_SETFLAGS, flags | 0x40)),
+                    "generation (libc)": tries(lambda: by_libc(FS_IOC_SETVERSION, 54321)),
+                    "fsxattr": tries(lambda: fcntl.ioctl(fd, FS_IOC_FSSETXATTR, bytes(xattr))),
+                    "own temp folder writable": tries(lambda: Path(plan.tmp_dir, "mine").write_bytes(b"y"))}
+
+        found = in_confined_child(plan, attack, seccomp=False)  # the mounts alone, not the filter
+        assert found.pop("own temp folder writable") == "ALLOWED", found
+        assert all(v == "denied (Read-only file system)" for v in found.values()), found
+        assert inode_marks(target) == before
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @NEEDS_ROOT
