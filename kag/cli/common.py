@@ -93,7 +93,7 @@ def stop_started_processes() -> None:
     import sys
     import time
 
-    from kag.core.trust.isolation import descendants
+    from kag.core.trust.process_tree import descendants
 
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
     if "kag.core.eval.orchestrator.judge_process" in sys.modules:  # an episode's thread must not start one as we go

@@ -15,7 +15,7 @@ from kag.cli.common import user_errors
 @user_errors
 def doctor(as_json: bool) -> None:
     """Report the candidate's confinement on this machine (Landlock, seccomp, namespaces...)."""
-    from kag.core.trust.isolation import confinement_support
+    from kag.core.trust.layers import confinement_support
 
     support = confinement_support()
     if as_json:

@@ -3,7 +3,7 @@
 Trusted side. The judge forks the candidate through ``fork_candidate``: as root, the child is the
 first process of a new PID namespace (when it exits, the kernel kills every process it started,
 however it started them: setsid, double fork, C++), and it enters a new network namespace; without
-root, the judge is a child subreaper and ``sweep_descendants`` kills what is left. In the child,
+root, the judge is a child subreaper and ``process_tree.sweep_descendants`` kills what is left. In the child,
 before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops every capability,
 sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
 evaluations' folder, which none may list; write: its own temp folder, /dev/shm; devices: /dev/null...,
@@ -35,8 +35,7 @@ import ctypes
 import os
 import signal
 import tempfile
-import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import attrs
 
@@ -370,167 +369,3 @@ def fork_in_namespace(child: Callable[[], None], new_pid_ns: bool) -> tuple[int,
             libc.setns(own, CLONE_NEWPID)
             os.close(own)
     return pid, made
-
-
-def process_table() -> Iterator[tuple[int, list[bytes]]]:
-    """Each process's pid and the fields of its /proc/<pid>/stat after the command name (state,
-    ppid, pgrp, ...; utime..cstime are [11:15]); processes that vanish meanwhile are skipped."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 14:
-            yield int(entry), fields
-
-
-def descendants(root_pid: int, skip: set[int] | frozenset[int] = frozenset()) -> list[int]:
-    """Live processes below ``root_pid`` (by parent links in /proc), not following ``skip``."""
-    children: dict[int, list[int]] = {}
-    for pid, fields in process_table():
-        if fields[0] != b"Z":  # a zombie is dead already (its parent reaps it)
-            children.setdefault(int(fields[1]), []).append(pid)
-    out, todo = [], [root_pid]
-    while todo:
-        for kid in children.get(todo.pop(), []):
-            if kid in skip:
-                continue
-            out.append(kid)
-            todo.append(kid)
-    return out
-
-
-def sweep_descendants(root_pid: int, rounds: int = 20, spare: set[int] | frozenset[int] = frozenset()) -> int:
-    """SIGKILL every descendant of ``root_pid`` (a subreaper's orphans included) but ``spare`` and
-    theirs, until none is left; returns how many were killed. For machines where the candidate gets
-    no PID namespace."""
-    killed = 0
-    for _ in range(rounds):
-        found = [p for p in descendants(root_pid, skip=spare)]
-        if not found:
-            break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        _reap_children()
-        time.sleep(0.01)
-    return killed
-
-
-def _reap_children() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _try_in_child(action: Callable[[], None]) -> str | None:
-    """None when ``action`` works in a forked child (nothing of it reaches this process), else why not."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            action()
-            os.write(w, b"ok")
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            os.write(w, f"{type(exc).__name__}: {exc}".encode()[:500])
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        answer = fh.read().decode(errors="replace")
-    os.waitpid(pid, 0)
-    return None if answer == "ok" else (answer or "the probe died")
-
-
-def seccomp_list() -> str:
-    """Which filter a candidate gets (kag.core.trust.seccomp_allow)."""
-    from kag.core.trust import seccomp_allow
-
-    if seccomp_allow.available():
-        return ": an allow-list (libseccomp; Docker's default profile, narrowed)"
-    return ": a deny-list (libseccomp is not installed; install libseccomp2 for the allow-list)"
-
-
-def _seal_a_page() -> None:
-    """Seal one fresh page (in a throwaway child): whether the fatbin wall's pages can be sealed."""
-    from kag.core.trust.fatbin_wall import seal
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    page = libc.mmap(None, 4096, 1, 0x22, -1, 0)  # PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS
-    if not seal(libc, page, 4096):
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()) or "mseal failed")
-
-
-def _evaluation_namespaces() -> None:
-    for done in (private_shm(()), private_ipc()):
-        if not done.startswith("private"):
-            raise OSError(done)
-
-
-def _read_only_mounts() -> None:
-    from kag.core.trust.private_mounts import read_only_except
-
-    if not own_mount_namespace():
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-    read_only_except([tempfile.gettempdir(), "/dev/shm", "/proc"])
-
-
-def confinement_support() -> dict[str, Any]:
-    """Which layers this machine gives a candidate (``kag doctor``), each tried in a child, with why
-    not where it fails."""
-    from kag.core.trust import confine
-
-    def ns(flag: int) -> Callable[[], None]:
-        def act() -> None:
-            if not _unshare(flag):
-                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        return act
-
-    def verdict(problem: str | None, fallback: str) -> str:
-        return "yes" if problem is None else f"no ({problem}); {fallback}"
-
-    root = is_root()
-    abi = confine.landlock_abi()
-    support: dict[str, Any] = {
-        "running as root": root,
-        "pid namespace (all its processes die with it)": verdict(
-            _try_in_child(ns(CLONE_NEWPID)) if root else "needs root", "a subreaper sweep kills them instead"),
-        "network namespace": verdict(_try_in_child(ns(CLONE_NEWNET)) if root else "needs root",
-                                     "Landlock (ABI 4+) blocks TCP instead"),
-        "mount namespace (the host's Unix sockets hidden)": verdict(
-            _try_in_child(ns(CLONE_NEWNS)) if root else "needs root",
-            "candidates can connect to Unix sockets in /tmp and /run (Docker's, a Ray node's object store)"),
-        "capabilities dropped": verdict(_try_in_child(confine.drop_capabilities), "it keeps root's powers")
-        if root else "none to drop (not root)",
-        "landlock": f"yes (ABI {abi})" if abi else "no: the kernel has no Landlock; candidates can read and "
-                                                   "write what this user can",
-        "seccomp": verdict(_try_in_child(lambda: confine.apply_seccomp(own_pid=os.getpid())),
-                           "candidates can fork, exec and ptrace") + seccomp_list(),
-        "host files read-only (mounts)": verdict(
-            _try_in_child(_read_only_mounts) if root else "needs root",
-            "a candidate can set the flags and generation of a file it reads (a channel, a change to the host)"),
-        "the evaluation's own /dev/shm and IPC": verdict(
-            _try_in_child(_evaluation_namespaces) if root else "needs root",
-            "what a candidate leaves in /dev/shm (with CUDA) or in System V IPC outlives it"),
-        "judge not dumpable": verdict(_try_in_child(lambda: confine.set_dumpable(False)),
-                                      "a candidate of the same user can read the judge's memory"),
-        "fatbin wall sealed (mseal)": verdict(_try_in_child(_seal_a_page),
-                                             "on a GPU a solution could write PyTorch's GPU code back over the "
-                                             "wall (Linux 6.10+ seals it)"),
-    }
-    if os.environ.get("KAG_CONFINE", "1") == "0":
-        support["KAG_CONFINE"] = "0: Landlock and seccomp are OFF for candidates"
-    return support

@@ -17,8 +17,8 @@ from typing import Callable
 import pytest
 
 from kag.core.trust import confine
-from kag.core.trust.isolation import (CandidatePlan, candidate_plan, confinement_support, fork_in_namespace,
-                                is_root)
+from kag.core.trust.isolation import CandidatePlan, candidate_plan, fork_in_namespace, is_root
+from kag.core.trust.layers import confinement_support
 from tests.core.trust.forked import in_forked_child, syscall
 
 NEEDS_LANDLOCK = pytest.mark.skipif(confine.landlock_abi() == 0, reason="the kernel has no Landlock")
@@ -202,7 +202,7 @@ def test_a_subreaper_sweep_finds_double_forked_orphans() -> None:
               "ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"
               f"subprocess.run([sys.executable, '-c', {code!r}])\n"
               "time.sleep(0.3)\n"
-              "from kag.core.trust.isolation import descendants, sweep_descendants\n"
+              "from kag.core.trust.process_tree import descendants, sweep_descendants\n"
               "import os\n"
               "found = descendants(os.getpid())\n"
               "killed = sweep_descendants(os.getpid())\n"

@@ -159,7 +159,7 @@ def test_ctrl_c_stops_kag_eval_on_its_own_local_ray_cluster(tmp_path):
     """SIGINT to the process group as a terminal sends it, with a local cluster started for the run
     (its workers live in sessions of their own): exit 130 at once, only finished episodes recorded,
     every process the run started gone."""
-    from kag.core.trust.isolation import descendants
+    from kag.core.trust.process_tree import descendants
 
     tasks, replays = tmp_path / "tasks", tmp_path / "replays"
     tasks.mkdir()

@@ -112,7 +112,7 @@ class CandidateProcess:
             _blank_fds(keep)
             candidate_main(child, go_r, done_w, output_fifo, plan, self.bell)
 
-        from kag.core.trust.isolation import descendants
+        from kag.core.trust.process_tree import descendants
 
         self._preexisting = set(descendants(os.getpid()))  # our other children: not the candidate's
         self.spare: set[int] = set()  # processes forked after it that its sweep must spare (the baseline runner)
@@ -183,7 +183,7 @@ class CandidateProcess:
         self.stopped = self.stop_sent = False
 
     def kill(self) -> None:
-        from kag.core.trust.isolation import sweep_descendants
+        from kag.core.trust.process_tree import sweep_descendants
 
         if self.exitcode is None:
             for target in ((self.pid,) if self.pid_namespace else (-self.pid, self.pid)):
@@ -438,7 +438,7 @@ class CandidateProcess:
         now = time.monotonic()
         if now - self._memory_checked >= self.MEMORY_CHECK_INTERVAL_S:
             self._memory_checked = now
-            from kag.core.trust.isolation import descendants
+            from kag.core.trust.process_tree import descendants
 
             used = anon_bytes([self.pid, *descendants(self.pid)])
             if used > self.host_memory_bytes:

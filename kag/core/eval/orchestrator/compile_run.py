@@ -53,7 +53,7 @@ class RunOutcome:
 def group_cpu_s(pgid: int) -> float:
     """CPU seconds of every live process in process group ``pgid``, with what each already
     collected from the children it waited for (user + system, from /proc/<pid>/stat)."""
-    from kag.core.trust.isolation import process_table
+    from kag.core.trust.process_tree import process_table
 
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     return sum(sum(int(x) for x in fields[11:15]) for _, fields in process_table() if int(fields[2]) == pgid) / tick
