@@ -69,7 +69,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93, "lchown": 94,
         "fchownat": 260, "utime": 132, "utimes": 235, "utimensat": 280, "futimesat": 261, "setxattr": 188,
         "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
-        "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254,
+        "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "ioctl": 16,
     },
     "aarch64": {
         "seccomp": 277, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "execve": 221,
@@ -82,7 +82,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "mremap": 216, "remap_file_pages": 234,
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55, "fchownat": 54, "utimensat": 88,
         "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
-        "inotify_init1": 26, "inotify_add_watch": 27,
+        "inotify_init1": 26, "inotify_add_watch": 27, "ioctl": 29,
     },
 }
 # Refused outright: reading or writing other processes, leaving the sandbox, kernel attack surface.
@@ -354,8 +354,8 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-BPF_LD_W_ABS, BPF_JEQ_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x45, 0x06
-OFF_NR, OFF_ARCH, OFF_ARG0_LO = 0, 4, 16
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JSET_K, BPF_RET_K, BPF_AND_K = 0x20, 0x15, 0x45, 0x06, 0x54
+OFF_NR, OFF_ARCH, OFF_ARG0_LO, OFF_ARG1_LO = 0, 4, 16, 24
 
 
 def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None) -> bytes:
@@ -384,6 +384,13 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
         checks = [_bpf(BPF_JEQ_K, value, len(refused) - i, 0) for i, value in enumerate(refused)]
         prog += [_bpf(BPF_JEQ_K, nrs["prctl"], 0, 3 + len(checks)), _bpf(BPF_LD_W_ABS, OFF_ARG0_LO), *checks,
                  _bpf(BPF_RET_K, SECCOMP_RET_ALLOW), _bpf(BPF_RET_K, eperm)]
+    if no_fork:  # a candidate: no file system's inode ioctls (kag.core.trust.seccomp_allow.IOCTL_TYPES_REFUSED)
+        from kag.core.trust.seccomp_allow import IOCTL_TYPES_REFUSED as types
+
+        checks = [_bpf(BPF_JEQ_K, kind << 8, len(types) - i, 0) for i, kind in enumerate(types)]
+        prog += [_bpf(BPF_JEQ_K, nrs["ioctl"], 0, 4 + len(checks)), _bpf(BPF_LD_W_ABS, OFF_ARG1_LO),
+                 _bpf(BPF_AND_K, 0xFF00), *checks, _bpf(BPF_RET_K, SECCOMP_RET_ALLOW),
+                 _bpf(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOTTY)]
     if own_pid is not None:  # kill(pid) and tgkill(tgid): only ourselves and our own group
         allowed = sorted({0, own_pid & 0xFFFFFFFF, (-own_pid) & 0xFFFFFFFF})
         for name in ("kill", "tgkill"):

@@ -17,8 +17,9 @@ inotify, so a concurrent candidate sees none through a file both read) follows i
 ``prepare``, after CUDA has started and before model_new.py is imported; it also refuses every change
 to a file's metadata (uid 0 owns the host's files; Landlock covers no chmod, chown, times or xattrs).
 As root, every mount but the candidate's temp folder, /dev/shm and its /proc is read-only in its mount
-namespace: the inode ioctls (``FS_IOC_SETFLAGS``, ``SETVERSION``, ``FSSETXATTR``), which the filter cannot
-tell from CUDA's at no cost, get EROFS (``host_files_read_only``).
+namespace (``host_files_read_only``); the file systems' inode ioctls (flags, generation, fsxattr, ext4's
+extent cache) are refused by the filter too, since the interpreter's own file (/proc/self/exe) keeps
+the host's writable mount.
 Known gaps: /proc/stat and /proc/loadavg are the host's; the page cache (mincore, read timing), free
 disk space and the CPUs are shared. Channels between concurrent candidates, none carrying a secret of
 the judge's (each evaluation's are its own).

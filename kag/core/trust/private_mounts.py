@@ -14,8 +14,10 @@ operations after this. Abstract Unix sockets belong to the network namespace, al
 ``read_only_except`` (the judge's candidate, in its own mount namespace): every mount read-only but
 the few folders it writes. Landlock governs opening, writing and creating files, not an ioctl that
 changes an inode a candidate merely reads (``FS_IOC_SETFLAGS``: no-atime and other flags,
-``FS_IOC_SETVERSION``: a 32-bit generation, ``FS_IOC_FSSETXATTR``), and the seccomp filter cannot tell
-those from CUDA's ioctls without a test on every call; the kernel refuses each on a read-only mount.
+``FS_IOC_SETVERSION``: a 32-bit generation, ``FS_IOC_FSSETXATTR``); the kernel refuses each on a
+read-only mount, and any write a Landlock rule might let through. Not on a file whose mount is the
+host's (the interpreter by /proc/self/exe, a descriptor from before the namespace): the candidate's
+seccomp filter refuses those ioctls by type (kag.core.trust.seccomp_allow.IOCTL_TYPES_REFUSED).
 Device nodes, FIFOs and sockets stay usable there: a read-only mount does not govern them.
 """
 

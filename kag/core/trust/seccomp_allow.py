@@ -34,9 +34,10 @@ architecture), narrowed where a candidate needs less than a container:
   ``fcntl``'s write-life hints): the candidate is uid 0 without capabilities, which still owns the
   host's files, and Landlock covers none of these. An independent attack set a setuid bit on a host
   file it could only read, made the evaluations' folder listable again, and passed 62 bits a file to a
-  concurrent candidate in its times. Left: the ``FS_IOC_SETFLAGS``/``SETVERSION`` ioctls (a file's
-  no-atime flag, its generation) are the owner's too, and ``ioctl`` cannot be filtered by command here
-  without slowing every CUDA call; mincore and read timing still tell a cached page from another.
+  concurrent candidate in its times. Nor the file systems' inode ioctls (``IOCTL_TYPES_REFUSED``: a
+  file's flags, its generation, its fsxattr, ext4's extent cache), refused by the command's type in a
+  few dozen aligned blocks; every other ioctl (CUDA's, terminals', sockets') is allowed. Left: mincore
+  and read timing still tell a cached page from another.
 
 ``ALLOWED`` and ``CONDITIONAL`` are the whole policy; ``kag doctor`` says which filter is active.
 """
@@ -105,6 +106,32 @@ FCNTL_LOCKS = (6, 7, 13, 14, 37, 38, 1024, 1026)  # F_SETLK(W), F_SETLK64(W), F_
 FCNTL_REFUSED = (1036, 1038)  # F_SET_RW_HINT, F_SET_FILE_RW_HINT: the owner's, read-only descriptor or not
 FCNTL_OTHERS = tuple(c for c in (*range(64), *range(1024, 1088)) if c not in FCNTL_LOCKS + FCNTL_REFUSED)
 CLONE_THREAD = 0x00010000
+# ioctl "types" (bits 8-15 of the command) of the file systems' inode ioctls, refused to a candidate with
+# ENOTTY (what a file system without them answers): 'X' (FS_IOC_FS[GS]ETXATTR, FITRIM, FIFREEZE), 'f'
+# (FS_IOC_[GS]ETFLAGS, FIEMAP and ext4's own: clearing and reading its extent cache passed bits between
+# candidates without a write), 'v' (FS_IOC_[GS]ETVERSION), 0x94 (btrfs, FICLONE, FIDEDUPERANGE, labels). The
+# read-only mounts (kag.core.trust.private_mounts) refuse the setters by path, not on a file whose mount is
+# the host's: the interpreter by /proc/self/exe (an independent attack set its generation and flags).
+# NVIDIA's driver uses 'F' (0x46) and UVM type 0; terminals 'T' (0x54), sockets 0x89.
+IOCTL_TYPES_REFUSED = (0x58, 0x66, 0x76, 0x94)
+
+
+def ioctl_type_blocks(refused: tuple[int, ...] = IOCTL_TYPES_REFUSED) -> list[tuple[int, int]]:
+    """``(mask, value)`` pairs on an ioctl command that together match every type but ``refused``:
+    aligned blocks of types, so a filter tests a few dozen of them, not 252."""
+    out: list[tuple[int, int]] = []
+
+    def cover(start: int, size: int) -> None:
+        if not any(start <= t < start + size for t in refused):
+            out.append(((0xFF & ~(size - 1)) << 8, start << 8))
+        elif size > 1:
+            cover(start, size // 2)
+            cover(start + size // 2, size // 2)
+
+    cover(0, 256)
+    return out
+
+
 SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/INET6 (a network namespace of
 # its own), AF_NETLINK (interface queries); never AF_VSOCK, which no network namespace confines
 LOW32 = 0xFFFFFFFF  # int arguments are compared on their low 32 bits (the upper half of the register is not theirs)
@@ -196,7 +223,7 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
         count = 0
         extra = (() if no_exec else ("execve", "execveat")) + (() if no_fork else ("fork", "vfork"))
         for name in ALLOWED + extra:
-            if no_fork and name in UNSHARED_STATE + METADATA + ("fcntl",):
+            if no_fork and name in UNSHARED_STATE + METADATA + ("fcntl", "ioctl"):
                 continue
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, name)
         if no_fork:  # locks that lock nothing, notices that never come; inotify, metadata refused (the default)
@@ -206,6 +233,10 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
                 count += _rule(lib, ctx, scmp_errno(0), "fcntl", (1, SCMP_CMP_MASKED_EQ, LOW32, cmd))
             for cmd in FCNTL_OTHERS:
                 count += _rule(lib, ctx, SCMP_ACT_ALLOW, "fcntl", (1, SCMP_CMP_MASKED_EQ, LOW32, cmd))
+            for mask, value in ioctl_type_blocks():  # libseccomp lets an unconditional allow win: by blocks
+                count += _rule(lib, ctx, SCMP_ACT_ALLOW, "ioctl", (1, SCMP_CMP_MASKED_EQ, mask, value))
+            for kind in IOCTL_TYPES_REFUSED:
+                count += _rule(lib, ctx, scmp_errno(errno.ENOTTY), "ioctl", (1, SCMP_CMP_MASKED_EQ, 0xFF00, kind << 8))
         for family in SOCKET_FAMILIES:
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, "socket", (0, SCMP_CMP_MASKED_EQ, LOW32, family))
         for value in PERSONALITIES:

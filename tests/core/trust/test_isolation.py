@@ -26,7 +26,8 @@ NEEDS_SECCOMP = pytest.mark.skipif(confine.arch() not in confine.SYSCALLS, reaso
 NEEDS_ROOT = pytest.mark.skipif(not is_root(), reason="namespaces and capabilities need root")
 
 
-def in_confined_child(plan: CandidatePlan, attack: Callable[[int], dict], seccomp: bool = True) -> dict:
+def in_confined_child(plan: CandidatePlan, attack: Callable[[int], dict], seccomp: bool = True,
+                      allow_list: bool = True) -> dict:
     """Run ``attack(parent_pid)`` in a child confined like a candidate (the parent made non-dumpable,
     as the judge is); its findings come back as JSON."""
     r, w = os.pipe()
@@ -37,7 +38,7 @@ def in_confined_child(plan: CandidatePlan, attack: Callable[[int], dict], seccom
             os.close(r)
             plan.apply_in_child()
             if seccomp:
-                confine.apply_seccomp(own_pid=os.getpid())
+                confine.apply_seccomp(own_pid=os.getpid(), allow_list=allow_list)
             os.write(w, json.dumps(attack(parent)).encode())
 
         pid, _ = fork_in_namespace(child, plan.namespaces)
@@ -388,6 +389,58 @@ def test_the_candidate_changes_no_flags_of_a_file_it_reads(plan: CandidatePlan) 
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+
+
+EXT4_IOC_CLEAR_ES_CACHE, FS_IOC_FIEMAP, FIONREAD = 0x6628, 0xC020660B, 0x541B
+
+
+@NEEDS_ROOT
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+@pytest.mark.parametrize("allow_list", [True, False], ids=["allow-list", "deny-list"])
+def test_no_inode_ioctl_reaches_a_file_whose_mount_is_the_hosts(plan: CandidatePlan, tmp_path: Path,
+                                                                allow_list: bool) -> None:
+    """The read-only mounts cover the paths a candidate resolves, not a file whose mount is the host's:
+    an independent attack set the interpreter's generation and flags by /proc/self/exe, and passed bits
+    to another candidate through ext4's extent cache (one clears it, the other counts it) with no write
+    at all. The filter refuses the file systems' inode ioctls by type, whatever the mount (ENOTTY, as a
+    file system without them answers), in both filters; other ioctls still work. Here the host's mount
+    is reached by a descriptor opened before the fork, as the interpreter's is by its exec."""
+    import fcntl
+
+    from kag.core.trust import seccomp_allow
+
+    if allow_list and not seccomp_allow.available():
+        pytest.skip("libseccomp is not installed")
+    target = tmp_path / "host_file"
+    target.write_bytes(b"x" * 8192)
+    before = inode_marks(target)
+    if before[0] is None:
+        pytest.skip("this file system keeps no inode flags")
+    held = os.open(target, os.O_RDONLY)  # its mount is the host's, writable: not the candidate's copy
+    try:
+        def attack(_: int) -> dict:
+            try:
+                flags = struct.unpack("q", fcntl.ioctl(held, FS_IOC_GETFLAGS, bytes(8)))[0]
+            except OSError:
+                flags = 0x80000  # extents: what ext4 keeps anyway
+            exe = os.open("/proc/self/exe", os.O_RDONLY)
+            r, _w = os.pipe()
+            return {"no-atime flag": tries(lambda: fcntl.ioctl(held, FS_IOC_SETFLAGS, struct.pack("q", flags | 0x80))),
+                    "generation": tries(lambda: fcntl.ioctl(held, FS_IOC_SETVERSION, struct.pack("q", 12345))),
+                    "fsxattr": tries(lambda: fcntl.ioctl(held, FS_IOC_FSSETXATTR, bytes(28))),
+                    "extent cache cleared": tries(lambda: fcntl.ioctl(held, EXT4_IOC_CLEAR_ES_CACHE)),
+                    "extent map": tries(lambda: fcntl.ioctl(held, FS_IOC_FIEMAP, bytes(32))),
+                    "the interpreter's flags (read)": tries(lambda: fcntl.ioctl(exe, FS_IOC_GETFLAGS, bytes(8))),
+                    "the interpreter's generation (read)": tries(lambda: fcntl.ioctl(exe, FS_IOC_GETVERSION, bytes(8))),
+                    "bytes waiting in a pipe (honest)": tries(lambda: fcntl.ioctl(r, FIONREAD, bytes(4)))}
+
+        found = in_confined_child(plan, attack, allow_list=allow_list)
+    finally:
+        os.close(held)
+    assert found.pop("bytes waiting in a pipe (honest)") == "ALLOWED", found
+    assert all(v == "denied (Inappropriate ioctl for device)" for v in found.values()), found
+    assert inode_marks(target) == before
 
 
 @NEEDS_ROOT
