@@ -6,10 +6,11 @@ the op graph (kag.core.data.opgraph) used to drop with the shapes. So a reductio
 which dimensions it reduces, as a letter per dimension of the tensor it reduces *before any view*
 (its "home": the result of the compute op the tensor is a view of), in memory order, size-1
 dimensions left out: ``K`` kept, ``R`` reduced, ``S`` split (part kept, part reduced: a GroupNorm's
-channels, viewed as groups and reduced within a group). A LayerNorm of ``(B, C)`` is ``mean@KR``, a
-GroupNorm of it ``mean@KS``; an InstanceNorm of ``(N, C, H, W)`` is ``KKRR``, a BatchNorm ``RKRR``,
-a LayerNorm over ``(C, H, W)`` ``KRRR``; ``x.view(B * S, D).mean(-1)`` is ``x.mean(-1)``'s
-``KKR``. Views (reshape, permute, movedim) are seen through by the strides they share with the home
+channels, viewed as groups and reduced within a group), neighbours of one letter merged (they are one
+block of memory). A LayerNorm of ``(B, C)`` is ``mean@KR``, a GroupNorm of it ``mean@KS``; a BatchNorm
+of ``(N, C, H, W)`` is ``RKR``; an InstanceNorm of it (``KKRR``) and a LayerNorm over ``(C, H, W)``
+(``KRRR``) are ``KR``, as a row norm of a flattened view is; ``x.view(B * S, D).mean(-1)`` is
+``x.mean(-1)``'s ``KR``. Views (reshape, permute, movedim) are seen through by the strides they share with the home
 tensor; an elementwise op's result keeps the home of its operand of the same shape (so
 ``((g - mean) ** 2).mean(-1)`` of a view ``g`` is said in ``g``'s home too), and so does a copy
 of a view (``.contiguous()`` of a permuted view: softmax's decomposition makes one). The sizes
@@ -139,4 +140,6 @@ class Frames:
         for k in f.order:
             kinds = {d in dims for d, sd in enumerate(s) if any(k in f.dimsets[j] for j in sd)}
             chars.append("S" if len(kinds) == 2 else "R" if True in kinds else "K")
-        return "".join(chars)
+        # neighbours in memory order with one letter are one block: reducing (C, H, W) of a dense tensor
+        # is reducing its flattened C*H*W (``x.flatten(1).log_softmax(1)`` is a row log-softmax)
+        return "".join(c for i, c in enumerate(chars) if i == 0 or c != chars[i - 1])

@@ -71,9 +71,9 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "max": "amax",  # x.max(dim).values, a written-out softmax's max; the softmax decomposition says amax
 }
 # Bumped whenever tracing changes what a graph is: the reference graphs are cached under it (decontam).
-TRACER_VERSION = ("4: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
+TRACER_VERSION = ("5: core aten decompositions + softmax/log_softmax/gelu/elu/leaky_relu/hardtanh"
                   " + layer/batch/group/instance/rms norms; rsqrt as 1/sqrt, variance folded, dead ops dropped;"
-                  " reductions labelled with the dimensions they reduce")
+                  " reductions labelled with the dimensions they reduce, neighbouring ones as one block")
 # Normalisation layers, which core ATen keeps whole: torch's decompositions make them the var/mean,
 # sub, sqrt, div, mul, add a written-out norm is (nn.InstanceNorm2d runs as native_batch_norm)
 NORM_DECOMPOSITIONS = ("native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
