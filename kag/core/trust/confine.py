@@ -12,8 +12,8 @@ is the kernel's, not a check of ours, so it holds whatever the confined code doe
 - seccomp: ptrace, process_vm_readv/writev, process creation and exec, namespaces, bpf, io_uring,
   keyrings and signals to other processes are refused with EPERM.
 
-``kag.core.trust.layers.confinement_support()`` says which layers this machine has (``kag doctor`` prints it); a layer
-the kernel lacks is reported, never faked.
+``kag.core.trust.layers.confinement_support()`` says which layers this machine has (``kag doctor``
+prints it); a layer the kernel lacks is reported, never faked.
 """
 
 from __future__ import annotations

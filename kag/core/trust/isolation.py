@@ -1,11 +1,11 @@
-"""How the judge confines its candidate, and which of those layers this machine has.
+"""How the judge confines its candidate (which of these layers this machine has: kag.core.trust.layers).
 
 Trusted side. The judge forks the candidate through ``fork_candidate``: as root, the child is the
 first process of a new PID namespace (when it exits, the kernel kills every process it started,
 however it started them: setsid, double fork, C++), and it enters a new network namespace; without
-root, the judge is a child subreaper and ``process_tree.sweep_descendants`` kills what is left. In the child,
-before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops every capability,
-sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
+root, the judge is a child subreaper and ``process_tree.sweep_descendants`` kills what is left. In
+the child, before anything else runs (one thread), ``CandidatePlan.apply_in_child`` drops every
+capability, sets no_new_privs, scrubs the environment and applies Landlock (read: the system, Python, the
 evaluations' folder, which none may list; write: its own temp folder, /dev/shm; devices: /dev/null...,
 /dev/nvidia*). Its /dev/shm dies with the evaluation: without CUDA a tmpfs of its own, with CUDA the
 judge's, which the judge made the evaluation's own before forking (``private_shm``); System V IPC is
@@ -183,12 +183,11 @@ class CandidatePlan:
             return
         self.applied.append("private /tmp and /run")
 
-
     def host_files_read_only(self) -> None:
         """Every mount read-only but what the candidate writes (its temp folder, /dev/shm, its /proc):
         uid 0 owns the host's files, and an ioctl on a file it may only read changed that file's flags
-        and generation (a channel to a concurrent candidate, and a change to the host) past Landlock and
-        the filter (kag.core.trust.private_mounts.read_only_except)."""
+        and generation (a channel to a concurrent candidate, and a change to the host) past Landlock
+        (kag.core.trust.private_mounts.read_only_except; the filter refuses those ioctls as well)."""
         from kag.core.trust.private_mounts import read_only_except
 
         try:
