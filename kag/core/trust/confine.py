@@ -70,6 +70,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "fchownat": 260, "utime": 132, "utimes": 235, "utimensat": 280, "futimesat": 261, "setxattr": 188,
         "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
         "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "ioctl": 16,
+        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,
     },
     "aarch64": {
         "seccomp": 277, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "execve": 221,
@@ -83,6 +84,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55, "fchownat": 54, "utimensat": 88,
         "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
         "inotify_init1": 26, "inotify_add_watch": 27, "ioctl": 29,
+        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,  # numbers from 424 on are one table
     },
 }
 # Refused outright: reading or writing other processes, leaving the sandbox, kernel attack surface.
@@ -102,7 +104,10 @@ NO_FORK = ("fork", "vfork")
 # allow-list also makes file locks and page-cache advice do nothing: this deny-list keeps them real)
 NO_METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
                "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
-               "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch")
+               "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch",
+               # Linux 6.13's xattr calls by path and 6.17's fsxattr by path: through /proc/self/fd or
+               # /proc/self/exe they reach a file on the host's writable mount (the allow-list has none)
+               "setxattrat", "removexattrat", "file_setattr")
 
 
 class ConfinementError(Exception):

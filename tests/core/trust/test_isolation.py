@@ -444,6 +444,59 @@ def test_no_inode_ioctl_reaches_a_file_whose_mount_is_the_hosts(plan: CandidateP
 
 
 @NEEDS_ROOT
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+@pytest.mark.parametrize("allow_list", [True, False], ids=["allow-list", "deny-list"])
+def test_no_metadata_call_by_path_reaches_a_file_on_the_hosts_mount(plan: CandidatePlan, tmp_path: Path,
+                                                                    allow_list: bool) -> None:
+    """/proc/self/fd/N (and /proc/self/exe) resolve to a file on the host's writable mount, past the
+    read-only mounts. Every call that changes metadata by path is refused there in both filters: the old
+    ones, and Linux 6.13's setxattrat/removexattrat and 6.17's file_setattr, which the hand-built deny-list
+    let through (an xattr and a no-atime xflag set on a host file). A kernel without a call says so
+    (ENOSYS): refused all the same."""
+    import fcntl
+
+    from kag.core.trust import seccomp_allow
+
+    if allow_list and not seccomp_allow.available():
+        pytest.skip("libseccomp is not installed")
+    target = tmp_path / "host_file"
+    target.write_bytes(b"x")
+    held = os.open(target, os.O_RDONLY)
+    value = ctypes.create_string_buffer(b"hello")
+
+    def state() -> tuple:
+        st = target.stat()
+        return st.st_mode, st.st_mtime_ns, tuple(os.listxattr(target)), fcntl.ioctl(held, FS_IOC_FSGETXATTR, bytes(28))
+
+    before = state()
+    try:
+        def attack(_: int) -> dict:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            path = f"/proc/self/fd/{held}".encode()
+
+            def raw(nr: int, *args: object) -> None:
+                if libc.syscall(ctypes.c_long(nr), ctypes.c_int(-100), path, *args) != 0:  # AT_FDCWD
+                    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+            xattr_args = ctypes.create_string_buffer(struct.pack("QII", ctypes.addressof(value), 5, 0))
+            file_attr = ctypes.create_string_buffer(struct.pack("QIIII", 0x40, 0, 0, 0, 0))  # FS_XFLAG_NOATIME
+            return {"chmod": tries(lambda: os.chmod(path, 0o4755)),
+                    "utime": tries(lambda: os.utime(path, ns=(1, 2))),
+                    "setxattr": tries(lambda: os.setxattr(path, "user.k", b"v")),
+                    "setxattrat": tries(lambda: raw(463, ctypes.c_uint(0), b"user.k", xattr_args, ctypes.c_size_t(16))),
+                    "removexattrat": tries(lambda: raw(466, ctypes.c_uint(0), b"user.none")),
+                    "file_setattr": tries(lambda: raw(469, file_attr, ctypes.c_size_t(24), ctypes.c_uint(0)))}
+
+        found = in_confined_child(plan, attack, allow_list=allow_list)
+        assert all(v.startswith("denied") for v in found.values()), found
+        assert state() == before
+    finally:
+        os.close(held)
+
+
+@NEEDS_ROOT
 def test_the_candidate_cannot_raise_its_own_priority(plan: CandidatePlan) -> None:
     """The judge raises its timed child for its windows (kag.core.eval.judge.priority) and puts it back;
     a candidate may not do either itself, by nice, a real-time policy or the limit that allows them."""
