@@ -70,7 +70,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "fchownat": 260, "utime": 132, "utimes": 235, "utimensat": 280, "futimesat": 261, "setxattr": 188,
         "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
         "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "ioctl": 16,
-        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,
+        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "fcntl": 72, "fanotify_init": 300,
     },
     "aarch64": {
         "seccomp": 277, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "execve": 221,
@@ -85,6 +85,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
         "inotify_init1": 26, "inotify_add_watch": 27, "ioctl": 29,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,  # numbers from 424 on are one table
+        "fcntl": 25, "fanotify_init": 262,
     },
 }
 # Refused outright: reading or writing other processes, leaving the sandbox, kernel attack surface.
@@ -107,7 +108,9 @@ NO_METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "l
                "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch",
                # Linux 6.13's xattr calls by path and 6.17's fsxattr by path: through /proc/self/fd or
                # /proc/self/exe they reach a file on the host's writable mount (the allow-list has none)
-               "setxattrat", "removexattrat", "file_setattr")
+               "setxattrat", "removexattrat", "file_setattr",
+               # file watches of another kind than inotify: a receiver marks files, a sender opens them
+               "fanotify_init")
 
 
 class ConfinementError(Exception):
@@ -396,6 +399,12 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
         prog += [_bpf(BPF_JEQ_K, nrs["ioctl"], 0, 4 + len(checks)), _bpf(BPF_LD_W_ABS, OFF_ARG1_LO),
                  _bpf(BPF_AND_K, 0xFF00), *checks, _bpf(BPF_RET_K, SECCOMP_RET_ALLOW),
                  _bpf(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOTTY)]
+        # fcntl's write-life hints: the owner's on a read-only descriptor, kept on the inode for a later candidate
+        from kag.core.trust.seccomp_allow import FCNTL_REFUSED as hints
+
+        checks = [_bpf(BPF_JEQ_K, cmd, len(hints) - i, 0) for i, cmd in enumerate(hints)]
+        prog += [_bpf(BPF_JEQ_K, nrs["fcntl"], 0, 3 + len(checks)), _bpf(BPF_LD_W_ABS, OFF_ARG1_LO), *checks,
+                 _bpf(BPF_RET_K, SECCOMP_RET_ALLOW), _bpf(BPF_RET_K, eperm)]
     if own_pid is not None:  # kill(pid) and tgkill(tgid): only ourselves and our own group
         allowed = sorted({0, own_pid & 0xFFFFFFFF, (-own_pid) & 0xFFFFFFFF})
         for name in ("kill", "tgkill"):

@@ -26,8 +26,8 @@ architecture), narrowed where a candidate needs less than a container:
 - no state another process can see through a file both may read (the candidate's filter only: agent
   commands keep them): file locks (``flock``, ``fcntl``'s record, open-file-description locks and
   leases) succeed without locking, directory notices (``F_NOTIFY``) likewise, page-cache advice
-  (``fadvise64``, ``readahead``: evicting and loading a file's pages on demand) likewise, and
-  ``inotify_*`` is refused. Two candidates at once had a channel through them (one locks, opens or
+  (``fadvise64``, ``readahead`` and madvise's ``MADVISE_FAKED``: evicting and loading a file's pages on
+  demand) likewise, and ``inotify_*`` is refused. Two candidates at once had a channel through them (one locks, opens or
   evicts a file of torch's, the other sees it); a candidate cannot fork, so a lock of its own is never
   needed against another process, and every other ``fcntl`` command is allowed by value;
 - no change to a file's metadata (``chmod``, ``chown``, the ``utime`` calls, the ``xattr`` setters,
@@ -116,20 +116,36 @@ CLONE_THREAD = 0x00010000
 IOCTL_TYPES_REFUSED = (0x58, 0x66, 0x76, 0x94)
 
 
-def ioctl_type_blocks(refused: tuple[int, ...] = IOCTL_TYPES_REFUSED) -> list[tuple[int, int]]:
-    """``(mask, value)`` pairs on an ioctl command that together match every type but ``refused``:
-    aligned blocks of types, so a filter tests a few dozen of them, not 252."""
+# madvise advice that loads or evicts a file's pages in the page cache every process shares (WILLNEED, COLD,
+# PAGEOUT, POPULATE_READ): faked like fadvise64 and readahead. uid 0 owns the host's files, so PAGEOUT evicted
+# pages of a file on the read-only mount: an independent attack sent 16/16 bits to a later candidate that way.
+MADVISE_FAKED = (3, 20, 21, 22)
+
+
+def aligned_blocks(refused: tuple[int, ...], span: int) -> list[tuple[int, int]]:
+    """``(start, size)`` blocks, each aligned to its power-of-two size, that together cover ``range(span)``
+    but ``refused``: a filter tests a few dozen masked values instead of every allowed one."""
     out: list[tuple[int, int]] = []
 
     def cover(start: int, size: int) -> None:
         if not any(start <= t < start + size for t in refused):
-            out.append(((0xFF & ~(size - 1)) << 8, start << 8))
+            out.append((start, size))
         elif size > 1:
             cover(start, size // 2)
             cover(start + size // 2, size // 2)
 
-    cover(0, 256)
+    cover(0, span)
     return out
+
+
+def ioctl_type_blocks(refused: tuple[int, ...] = IOCTL_TYPES_REFUSED) -> list[tuple[int, int]]:
+    """``(mask, value)`` pairs on an ioctl command that together match every type but ``refused``."""
+    return [((0xFF & ~(size - 1)) << 8, start << 8) for start, size in aligned_blocks(refused, 256)]
+
+
+def madvise_blocks(faked: tuple[int, ...] = MADVISE_FAKED) -> list[tuple[int, int]]:
+    """``(mask, value)`` pairs on madvise's advice that match every value under 128 but ``faked``."""
+    return [(LOW32 & ~(size - 1), start) for start, size in aligned_blocks(faked, 128)]
 
 
 SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX (torch passes descriptors), AF_INET/INET6 (a network namespace of
@@ -223,7 +239,7 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
         count = 0
         extra = (() if no_exec else ("execve", "execveat")) + (() if no_fork else ("fork", "vfork"))
         for name in ALLOWED + extra:
-            if no_fork and name in UNSHARED_STATE + METADATA + ("fcntl", "ioctl"):
+            if no_fork and name in UNSHARED_STATE + METADATA + ("fcntl", "ioctl", "madvise"):
                 continue
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, name)
         if no_fork:  # locks that lock nothing, notices that never come; inotify, metadata refused (the default)
@@ -237,6 +253,10 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
                 count += _rule(lib, ctx, SCMP_ACT_ALLOW, "ioctl", (1, SCMP_CMP_MASKED_EQ, mask, value))
             for kind in IOCTL_TYPES_REFUSED:
                 count += _rule(lib, ctx, scmp_errno(errno.ENOTTY), "ioctl", (1, SCMP_CMP_MASKED_EQ, 0xFF00, kind << 8))
+            for mask, value in madvise_blocks():
+                count += _rule(lib, ctx, SCMP_ACT_ALLOW, "madvise", (2, SCMP_CMP_MASKED_EQ, mask, value))
+            for advice in MADVISE_FAKED:
+                count += _rule(lib, ctx, scmp_errno(0), "madvise", (2, SCMP_CMP_MASKED_EQ, LOW32, advice))
         for family in SOCKET_FAMILIES:
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, "socket", (0, SCMP_CMP_MASKED_EQ, LOW32, family))
         for value in PERSONALITIES:

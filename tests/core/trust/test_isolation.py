@@ -497,6 +497,56 @@ def test_no_metadata_call_by_path_reaches_a_file_on_the_hosts_mount(plan: Candid
 
 
 @NEEDS_ROOT
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+@pytest.mark.parametrize("allow_list", [True, False], ids=["allow-list", "deny-list"])
+def test_no_hint_or_watch_outlives_a_candidate_on_a_file_it_reads(plan: CandidatePlan, tmp_path: Path,
+                                                                  allow_list: bool) -> None:
+    """Channels an independent attack found on files a candidate may only read: a write-life hint set by
+    the owner on a read-only descriptor stays on the inode for a later candidate (32/32 bits with the
+    hand-built deny-list), and fanotify's file marks do what inotify was refused for. With the
+    allow-list, madvise(MADV_PAGEOUT) evicted a shared file's pages (fadvise's eviction, faked, by
+    another door: 16/16 bits): now it succeeds and does nothing. Both filters refuse the first two."""
+    import fcntl
+    import mmap
+
+    from kag.core.trust import seccomp_allow
+
+    if allow_list and not seccomp_allow.available():
+        pytest.skip("libseccomp is not installed")
+    target = tmp_path / "host_file"
+    target.write_bytes(os.urandom(64 * 4096))
+    held = os.open(target, os.O_RDONLY)
+    os.fsync(held)  # clean pages: those the kernel pages out at once
+    try:
+        def attack(_: int) -> dict:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+            libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+            out = {"write-life hint": tries(lambda: fcntl.fcntl(held, 1036, struct.pack("Q", 5))),
+                   "fanotify": "denied" if libc.fanotify_init(0x200, 0) < 0 else "ALLOWED"}  # FAN_REPORT_FID
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            address = libc.mmap(None, 64 * 4096, mmap.PROT_READ, mmap.MAP_SHARED, held, 0)
+            ctypes.string_at(address, 64 * 4096)  # every page loaded
+            rc = libc.madvise(address, 64 * 4096, 21)  # MADV_PAGEOUT
+            resident = ctypes.create_string_buffer(64)
+            libc.mincore(address, 64 * 4096, resident)
+            out["pageout"] = (rc, sum(b & 1 for b in resident.raw))
+            return out
+
+        found = in_confined_child(plan, attack, allow_list=allow_list)
+    finally:
+        os.close(held)
+    rc, resident = found.pop("pageout")
+    assert all(v.startswith("denied") for v in found.values()), found
+    if allow_list:  # the hand-built deny-list keeps page-cache advice real (confine.NO_METADATA's note)
+        assert (rc, resident) == (0, 64), (rc, resident)
+
+
+@NEEDS_ROOT
 def test_the_candidate_cannot_raise_its_own_priority(plan: CandidatePlan) -> None:
     """The judge raises its timed child for its windows (kag.core.eval.judge.priority) and puts it back;
     a candidate may not do either itself, by nice, a real-time policy or the limit that allows them."""
