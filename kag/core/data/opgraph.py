@@ -145,6 +145,11 @@ class OpGraph:
         return sum(lab != INPUT for lab in self.labels)
 
     @property
+    def tensor_inputs(self) -> int:
+        """The forward's tensor arguments (input nodes): the same function takes as many."""
+        return len(self.labels) - self.size
+
+    @property
     def ops(self) -> int:
         """Compute ops as the task calls them, before decompositions (``size`` counts after)."""
         return self.size if self.calls is None else self.calls

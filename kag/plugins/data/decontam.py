@@ -45,7 +45,6 @@ import attrs
 
 from kag.plugin import hookimpl
 
-INPUT = "input"  # an input node's label (kag.core.data.opgraph.INPUT)
 
 MODULE_NAMES = {"torch", "nn", "F", "functional", "math", "np", "numpy", "einops"}
 
@@ -255,7 +254,7 @@ class Decontaminator:
                 ref.local = (ref.graph.whole or ref.graph).local_tokens()
                 if ref.graph.size <= SHORT_GRAPH + 1:
                     ref.multiset = ref.graph.multiset()
-                    ref.inputs = ref.graph.labels.count(INPUT)
+                    ref.inputs = ref.graph.tensor_inputs
                 self.ops[name] = ref.graph.ops
                 for g in _both(ref.graph):  # decomposed, and as called (a Mish is one op to take away)
                     self.exact.setdefault(g.digest(), name)
@@ -301,7 +300,7 @@ class Decontaminator:
             if (d := dice(local, ref.local)) > best:
                 best, best_name = d, ref.name
         multiset, m_best, m_name = graph.multiset(), 0.0, None
-        inputs = graph.labels.count(INPUT)  # the same function takes as many tensors
+        inputs = graph.tensor_inputs
         if 2 <= graph.size <= SHORT_GRAPH:
             for ref in fusions:
                 if ref.multiset is not None and ref.name not in overruled and ref.inputs == inputs \
