@@ -13,6 +13,8 @@
 #   gputests   the GPU test files
 #   trusttests the confinement's tests (a candidate's /dev/shm and exec environment) with CUDA
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
+#   callcost   the same for a real solution (CALL_TASK, default diag_matmul), without and with kag's filter
+#              (bench/scripts/call_cost.py)
 #   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N, ADV_JOBS=J at once)
 #   static     the same with the static guards on (ONLY=a,b: those cases only, either stage)
 #   wallprobe  why the fatbin wall held in a bare process and not in the candidate; a thread's launches
@@ -72,6 +74,12 @@ rows = score_through_server(repo, env, [("relu", repo / "examples/kernelbench_sa
 Path(os.environ["OUT"], "latency.json").write_text(json.dumps(rows, indent=1))
 EOF
       ;;
+    callcost)
+      step "a real solution's call, piece by piece, without and with the candidate's filter"
+      for flag in "" --seccomp; do
+        timeout 240 python3 bench/scripts/call_cost.py --task "${CALL_TASK:-diag_matmul}" $flag --out "$OUT" 2>&1 \
+          | grep -v USDT | tee -a "$OUT/callcost.log" | cut -c1-300
+      done ;;
     steady4)
       step "steadiness with every GPU busy: one scorer per GPU"
       for i in $(seq 0 $(( ${N_GPUS:-4} - 1 ))); do
