@@ -21,7 +21,9 @@ namespace (``host_files_read_only``); the file systems' inode ioctls (flags, gen
 extent cache) are refused by the filter too, since the interpreter's own file (/proc/self/exe) keeps
 the host's writable mount.
 Known gaps: /proc/stat and /proc/loadavg are the host's; the page cache (mincore, read timing), free
-disk space and the CPUs are shared. Channels between concurrent candidates, none carrying a secret of
+disk space and the CPUs are shared; /proc/self/pagemap's bit 56 says whether another process maps a page of
+a file the candidate maps too (16 bits a read, bench/scripts/pagemap_channel.py: the candidate must read its
+own /proc, and Landlock cannot leave one file of it out). Channels between concurrent candidates, none carrying a secret of
 the judge's (each evaluation's are its own).
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
