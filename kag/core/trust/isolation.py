@@ -22,8 +22,9 @@ extent cache) are refused by the filter too, since the interpreter's own file (/
 the host's writable mount.
 Known gaps: /proc/stat and /proc/loadavg are the host's; the page cache (mincore, read timing), free
 disk space and the CPUs are shared; /proc/self/pagemap's bit 56 says whether another process maps a page of
-a file the candidate maps too (a bit a page, 15-16 of 16 through the confinement: bench/scripts/pagemap_channel.py; it must read its
-own /proc, and Landlock cannot leave one file of it out). Channels between concurrent candidates, none carrying a secret of
+a file the candidate maps too (a bit a page, 15-16 of 16 through the confinement:
+bench/scripts/pagemap_channel.py; it must read its own /proc, and Landlock cannot leave one file of it
+out). Channels between concurrent candidates, none carrying a secret of
 the judge's (each evaluation's are its own).
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
