@@ -15,6 +15,8 @@
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
 #   callcost   the same for a real solution (CALL_TASK, default diag_matmul), without and with kag's filter
 #              (bench/scripts/call_cost.py)
+#   leanprobe  a kernel recorder on CUPTI alone against torch.profiler's session: a call's CPU cost, every kernel
+#              attributed to its call? (bench/scripts/gpu_probe_lean_recorder.py)
 #   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N, ADV_JOBS=J at once)
 #   static     the same with the static guards on (ONLY=a,b: those cases only, either stage)
 #   wallprobe  why the fatbin wall held in a bare process and not in the candidate; a thread's launches
@@ -80,6 +82,10 @@ EOF
         timeout 240 python3 bench/scripts/call_cost.py --task "${CALL_TASK:-diag_matmul}" $flag --out "$OUT" 2>&1 \
           | grep -v USDT | tee -a "$OUT/callcost.log" | cut -c1-300
       done ;;
+    leanprobe)
+      step "a lean kernel recorder's cost a call against torch.profiler's session"
+      timeout 240 python3 bench/scripts/gpu_probe_lean_recorder.py --task "${CALL_TASK:-diag_matmul}" --out "$OUT" 2>&1 \
+        | grep -v USDT | tee "$OUT/leanprobe.log" | cut -c1-300 ;;
     steady4)
       step "steadiness with every GPU busy: one scorer per GPU"
       for i in $(seq 0 $(( ${N_GPUS:-4} - 1 ))); do
