@@ -750,3 +750,62 @@ def test_the_candidate_cannot_connect_to_the_hosts_unix_sockets(plan: CandidateP
         run_sock.unlink(missing_ok=True)
     assert found.pop("own") == "ALLOWED" and found.pop("shm") == "ALLOWED", found
     assert all(v.startswith("denied") for v in found.values()), found
+
+
+@NEEDS_ROOT
+@NEEDS_LANDLOCK
+@NEEDS_SECCOMP
+@pytest.mark.parametrize("allow_list", [True, False], ids=["allow-list", "deny-list"])
+def test_a_cpu_candidate_has_only_private_futexes(plan: CandidatePlan, tmp_path: Path, allow_list: bool) -> None:
+    """A futex without the private flag on a file's mapping is keyed on the file: one candidate waits on a
+    page of a library both may read, another wakes it (16/16 bits between concurrent candidates, an
+    independent attack). With ``shared_futex=False`` (a CPU candidate's filter) those calls are refused,
+    futex_waitv (flags in memory) says ENOSYS, and private futexes, threads and locks still work."""
+    import concurrent.futures
+    import mmap
+
+    from kag.core.trust import seccomp_allow
+
+    if allow_list and not seccomp_allow.available():
+        pytest.skip("libseccomp is not installed")
+    target = tmp_path / "shared_library"
+    target.write_bytes(os.urandom(4096))
+    held = os.open(target, os.O_RDONLY)
+    nr = confine.SYSCALLS[confine.arch()]
+    try:
+        def attack(_: int) -> dict:
+            confine.apply_seccomp(own_pid=os.getpid(), allow_list=allow_list, shared_futex=False)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            libc.syscall.restype = ctypes.c_long
+            page = ctypes.c_void_p(libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, held, 0))
+            word = ctypes.c_uint32(0)
+
+            def call(number: int, *args: object) -> str:
+                rc = libc.syscall(ctypes.c_long(number), *args)
+                return "0" if rc >= 0 else os.strerror(ctypes.get_errno())
+
+            nothing = ctypes.c_void_p(0)
+            out = {"shared wake": call(nr["futex"], page, ctypes.c_int(1), ctypes.c_int(1), nothing, nothing,
+                                       ctypes.c_int(0)),
+                   "shared wait": call(nr["futex"], page, ctypes.c_int(0), ctypes.c_int(7), nothing, nothing,
+                                       ctypes.c_int(0)),
+                   "waitv": call(nr["futex_waitv"], nothing, ctypes.c_int(0), ctypes.c_int(0), nothing,
+                                 ctypes.c_int(0)),
+                   "futex2 shared wake": call(nr["futex_wake"], page, ctypes.c_ulong(~0 & 0xFFFFFFFF),
+                                              ctypes.c_int(1), ctypes.c_int(2)),  # FUTEX2_SIZE_U32, not private
+                   "private wake": call(nr["futex"], ctypes.byref(word), ctypes.c_int(1 | 128), ctypes.c_int(1),
+                                        nothing, nothing, ctypes.c_int(0))}
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:  # glibc's locks and conditions: private
+                out["threads"] = sum(pool.map(lambda x: x * x, range(100)))
+            return out
+
+        found = in_confined_child(plan, attack, seccomp=False)
+    finally:
+        os.close(held)
+    assert found["shared wake"] == found["shared wait"] == os.strerror(1), found  # EPERM
+    assert found["waitv"] == os.strerror(38), found  # ENOSYS
+    assert found["futex2 shared wake"] in (os.strerror(1), os.strerror(38)), found
+    assert found["private wake"] == "0" and found["threads"] == 328350, found
