@@ -445,7 +445,8 @@ def apply_seccomp(no_exec: bool = True, no_fork: bool = True, own_pid: int | Non
     set_no_new_privs()
     _syscall(SYSCALLS[arch()]["seccomp"], ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
              ctypes.c_uint(SECCOMP_FILTER_FLAG_TSYNC), fprog)
-    return "seccomp (deny-list: libseccomp is not installed)" + ("" if shared_futex else ", private futexes only")
+    return (f"seccomp (deny-list{': libseccomp is not installed' if allow_list else ''})"
+            + ("" if shared_futex else ", private futexes only"))
 
 
 def seccomp_mode() -> int:

@@ -21,7 +21,8 @@ As root, every mount but the candidate's temp folder, /dev/shm and its /proc is 
 namespace (``host_files_read_only``); the file systems' inode ioctls (flags, generation, fsxattr, ext4's
 extent cache) are refused by the filter too, since the interpreter's own file (/proc/self/exe) keeps
 the host's writable mount.
-Known gaps: /proc/stat and /proc/loadavg are the host's; the page cache (mincore, read timing), free
+Known gaps: /proc/stat, /proc/loadavg, /proc/meminfo and /proc/sys are the host's (fs/file-nr, the count
+of open files, carried 16/16 bits between candidates in an independent attack); the page cache (mincore, read timing), free
 disk space and the CPUs are shared; /proc/self/pagemap's bit 56 says whether another process maps a page of
 a file the candidate maps too (a bit a page, 15-16 of 16 through the confinement:
 bench/scripts/pagemap_channel.py; it must read its own /proc, and Landlock cannot leave one file of it

@@ -32,7 +32,9 @@ architecture), narrowed where a candidate needs less than a container:
   needed against another process, and every other ``fcntl`` command is allowed by value. On the CPU,
   futexes are private only (``SHARED_FUTEX``): a shared one on a file's mapping is keyed on the file, and
   one candidate woke another waiting on a page of a library both read (16/16 bits); a GPU candidate
-  keeps them until what CUDA's driver needs is checked (bench/scripts/futex_private_probe.py --cuda);
+  keeps them until what CUDA's driver needs is checked (bench/scripts/futex_private_probe.py --cuda).
+  Left: the kernel's own shared wake when a thread exits (``set_tid_address``, the robust list) reaches a
+  process that waits shared (a GPU candidate, today: 16/16 bits one way, an independent attack);
 - no change to a file's metadata (``chmod``, ``chown``, the ``utime`` calls, the ``xattr`` setters,
   ``fcntl``'s write-life hints): the candidate is uid 0 without capabilities, which still owns the
   host's files, and Landlock covers none of these. An independent attack set a setuid bit on a host
@@ -107,7 +109,9 @@ METADATA = ("chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchowna
             "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr")
 FCNTL_LOCKS = (6, 7, 13, 14, 37, 38, 1024, 1026)  # F_SETLK(W), F_SETLK64(W), F_OFD_SETLK(W), F_SETLEASE, F_NOTIFY
 FCNTL_REFUSED = (1036, 1038)  # F_SET_RW_HINT, F_SET_FILE_RW_HINT: the owner's, read-only descriptor or not
-FCNTL_OTHERS = tuple(c for c in (*range(64), *range(1024, 1088)) if c not in FCNTL_LOCKS + FCNTL_REFUSED)
+# the Linux-specific commands Linux 6.18 knows (up to F_SET_FILE_RW_HINT): a later one (6.19's delegations) is
+# refused until it is read, not allowed because its number is free today (an independent attack's note)
+FCNTL_OTHERS = tuple(c for c in (*range(64), *range(1024, 1039)) if c not in FCNTL_LOCKS + FCNTL_REFUSED)
 CLONE_THREAD = 0x00010000
 # ioctl "types" (bits 8-15 of the command) of the file systems' inode ioctls, refused to a candidate with
 # ENOTTY (what a file system without them answers): 'X' (FS_IOC_FS[GS]ETXATTR, FITRIM, FIFREEZE), 'f'
