@@ -22,12 +22,12 @@ namespace (``host_files_read_only``); the file systems' inode ioctls (flags, gen
 extent cache) are refused by the filter too, since the interpreter's own file (/proc/self/exe) keeps
 the host's writable mount.
 Known gaps: /proc/stat, /proc/loadavg, /proc/meminfo and /proc/sys are the host's (fs/file-nr, the count
-of open files, carried 16/16 bits between candidates in an independent attack); the page cache (mincore, read timing), free
-disk space and the CPUs are shared; /proc/self/pagemap's bit 56 says whether another process maps a page of
-a file the candidate maps too (a bit a page, 15-16 of 16 through the confinement:
+of open files, carried 16/16 bits between candidates in an independent attack); the page cache (mincore,
+read timing), free disk space and the CPUs are shared; /proc/self/pagemap's bit 56 says whether another
+process maps a page of a file the candidate maps too (a bit a page, 15-16 of 16 through the confinement:
 bench/scripts/pagemap_channel.py; it must read its own /proc, and Landlock cannot leave one file of it
-out). Channels between concurrent candidates, none carrying a secret of
-the judge's (each evaluation's are its own).
+out). Channels between concurrent candidates, none carrying a secret of the judge's (each evaluation's
+are its own).
 
 Why not another uid: CUDA IPC, which carries inputs and outputs between judge and candidate
 without copies, refuses to map memory across uids (seen on the H100: cudaErrorMapBufferObjectFailed;
