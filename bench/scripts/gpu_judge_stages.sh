@@ -15,8 +15,6 @@
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
 #   callcost   the same for a real solution (CALL_TASK, default diag_matmul), without and with kag's filter
 #              (bench/scripts/call_cost.py)
-#   futexprobe whether a candidate's CPU and CUDA work needs a futex shared between processes (a channel the
-#              CPU candidate's filter refuses; bench/scripts/futex_private_probe.py --cuda)
 #   leanprobe  a kernel recorder on CUPTI alone against torch.profiler's session: a call's CPU cost, every kernel
 #              attributed to its call? (bench/scripts/gpu_probe_lean_recorder.py)
 #   nostatic   every CUDA case of the adversarial corpus with every static guard off, timed (SHARD=K/N, ADV_JOBS=J at once)
@@ -84,10 +82,6 @@ EOF
         timeout 240 python3 bench/scripts/call_cost.py --task "${CALL_TASK:-diag_matmul}" $flag --out "$OUT" 2>&1 \
           | grep -v USDT | tee -a "$OUT/callcost.log" | cut -c1-300
       done ;;
-    futexprobe)
-      step "a candidate's work with shared futexes refused"
-      timeout 300 python3 bench/scripts/futex_private_probe.py --cuda --out "$OUT" 2>&1 | grep -v USDT \
-        | tee "$OUT/futexprobe.log" | cut -c1-300 ;;
     leanprobe)
       step "a lean kernel recorder's cost a call against torch.profiler's session"
       timeout 240 python3 bench/scripts/gpu_probe_lean_recorder.py --task "${CALL_TASK:-diag_matmul}" --out "$OUT" 2>&1 \

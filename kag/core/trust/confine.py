@@ -71,7 +71,6 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
         "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "ioctl": 16,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "fcntl": 72, "fanotify_init": 300,
-        "futex": 202, "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456,
     },
     "aarch64": {
         "seccomp": 277, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "execve": 221,
@@ -87,7 +86,6 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "inotify_init1": 26, "inotify_add_watch": 27, "ioctl": 29,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,  # numbers from 424 on are one table
         "fcntl": 25, "fanotify_init": 262,
-        "futex": 98, "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456,
     },
 }
 # Refused outright: reading or writing other processes, leaving the sandbox, kernel attack surface.
@@ -368,12 +366,10 @@ BPF_LD_W_ABS, BPF_JEQ_K, BPF_JSET_K, BPF_RET_K, BPF_AND_K = 0x20, 0x15, 0x45, 0x
 OFF_NR, OFF_ARCH, OFF_ARG0_LO, OFF_ARG1_LO = 0, 4, 16, 24
 
 
-def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None,
-                    shared_futex: bool = True) -> bytes:
+def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None) -> bytes:
     """A filter that returns EPERM for the denied syscalls (ENOSYS for clone3, so libc falls back to
     clone, whose flags a filter can read), lets threads be created, and allows kill/tgkill only
-    towards this process (``own_pid``, as this process sees itself) and its own group; with
-    ``shared_futex`` False, only private futexes (kag.core.trust.seccomp_allow.SHARED_FUTEX)."""
+    towards this process (``own_pid``, as this process sees itself) and its own group."""
     machine = arch()
     if machine not in SYSCALLS:
         raise ConfinementError(f"seccomp filter: unsupported architecture {machine}")
@@ -409,13 +405,6 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
         checks = [_bpf(BPF_JEQ_K, cmd, len(hints) - i, 0) for i, cmd in enumerate(hints)]
         prog += [_bpf(BPF_JEQ_K, nrs["fcntl"], 0, 3 + len(checks)), _bpf(BPF_LD_W_ABS, OFF_ARG1_LO), *checks,
                  _bpf(BPF_RET_K, SECCOMP_RET_ALLOW), _bpf(BPF_RET_K, eperm)]
-    if not shared_futex:  # the flags' argument: futex's op (1), futex_wake/wait's flags (3), futex_requeue's (1)
-        from kag.core.trust.seccomp_allow import FUTEX_PRIVATE_FLAG as private
-
-        prog += [_bpf(BPF_JEQ_K, nrs["futex_waitv"], 0, 1), _bpf(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)]
-        for name, arg in (("futex", 1), ("futex_wake", 3), ("futex_wait", 3), ("futex_requeue", 1)):
-            prog += [_bpf(BPF_JEQ_K, nrs[name], 0, 4), _bpf(BPF_LD_W_ABS, OFF_ARG0_LO + 8 * arg),
-                     _bpf(BPF_JSET_K, private, 0, 1), _bpf(BPF_RET_K, SECCOMP_RET_ALLOW), _bpf(BPF_RET_K, eperm)]
     if own_pid is not None:  # kill(pid) and tgkill(tgid): only ourselves and our own group
         allowed = sorted({0, own_pid & 0xFFFFFFFF, (-own_pid) & 0xFFFFFFFF})
         for name in ("kill", "tgkill"):
@@ -429,7 +418,7 @@ def seccomp_program(no_exec: bool = True, no_fork: bool = True, own_pid: int | N
 
 
 def apply_seccomp(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None,
-                  allow_list: bool = True, shared_futex: bool = True) -> str:
+                  allow_list: bool = True) -> str:
     """Install a filter on every thread of this process (TSYNC): libseccomp's allow-list
     (kag.core.trust.seccomp_allow) where libseccomp is installed, else the deny-list assembled
     here. Returns which one, as ``kag doctor`` and a result's ``confinement`` name it."""
@@ -437,16 +426,15 @@ def apply_seccomp(no_exec: bool = True, no_fork: bool = True, own_pid: int | Non
         from kag.core.trust import seccomp_allow  # imported before Landlock by the candidate (prepare)
 
         if seccomp_allow.available():
-            seccomp_allow.apply_allow_list(no_exec, no_fork, own_pid, shared_futex)
-            return "seccomp (allow-list, libseccomp)" + ("" if shared_futex else ", private futexes only")
-    program = seccomp_program(no_exec, no_fork, own_pid, shared_futex)
+            seccomp_allow.apply_allow_list(no_exec, no_fork, own_pid)
+            return "seccomp (allow-list, libseccomp)"
+    program = seccomp_program(no_exec, no_fork, own_pid)
     filters = ctypes.create_string_buffer(program)
     fprog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(filters)))
     set_no_new_privs()
     _syscall(SYSCALLS[arch()]["seccomp"], ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
              ctypes.c_uint(SECCOMP_FILTER_FLAG_TSYNC), fprog)
-    return (f"seccomp (deny-list{': libseccomp is not installed' if allow_list else ''})"
-            + ("" if shared_futex else ", private futexes only"))
+    return f"seccomp (deny-list{': libseccomp is not installed' if allow_list else ''})"
 
 
 def seccomp_mode() -> int:

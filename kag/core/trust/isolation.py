@@ -13,8 +13,7 @@ the evaluation's own too (``private_ipc``). The environment block it was exec'd 
 the judge's Python held at the fork it can still read (the timeline's path, the judge's HOME, as an
 independent attack found): nothing secret exists then, since the spec, the key and the seeds come after.
 seccomp (no ptrace, process_vm_*, fork, exec, namespaces; file locks that lock nothing and no
-inotify, so a concurrent candidate sees none through a file both read; on the CPU only private
-futexes: a shared one is keyed on the file its word lies in) follows in the candidate's
+inotify, so a concurrent candidate sees none through a file both read) follows in the candidate's
 ``prepare``, after CUDA has started and before model_new.py is imported; it also refuses every change
 to a file's metadata (uid 0 owns the host's files; Landlock covers no chmod, chown, times or xattrs).
 As root, every mount but the candidate's temp folder, /dev/shm and its /proc is read-only in its mount

@@ -29,12 +29,11 @@ architecture), narrowed where a candidate needs less than a container:
   (``fadvise64``, ``readahead`` and madvise's ``MADVISE_FAKED``: evicting and loading a file's pages on
   demand) likewise, and ``inotify_*`` is refused. Two candidates at once had a channel through them (one locks, opens or
   evicts a file of torch's, the other sees it); a candidate cannot fork, so a lock of its own is never
-  needed against another process, and every other ``fcntl`` command is allowed by value. On the CPU,
-  futexes are private only (``SHARED_FUTEX``): a shared one on a file's mapping is keyed on the file, and
-  one candidate woke another waiting on a page of a library both read (16/16 bits); a GPU candidate
-  keeps them until what CUDA's driver needs is checked (bench/scripts/futex_private_probe.py --cuda).
-  Left: the kernel's own shared wake when a thread exits (``set_tid_address``, the robust list) reaches a
-  process that waits shared (a GPU candidate, today: 16/16 bits one way, an independent attack);
+  needed against another process, and every other ``fcntl`` command is allowed by value. Left: a futex
+  without FUTEX_PRIVATE_FLAG on a page of a file both map is keyed on the file (one candidate wakes
+  another: 16/16 bits). It cannot be refused: glibc's pthread_join waits on the thread's id that way,
+  since the kernel's wake when a thread exits is shared, and that wake (``set_tid_address``, the robust
+  list) is the kernel's own, with no call to filter (bench/results/2026-11-29-d7aecb5-cpu);
 - no change to a file's metadata (``chmod``, ``chown``, the ``utime`` calls, the ``xattr`` setters,
   ``fcntl``'s write-life hints): the candidate is uid 0 without capabilities, which still owns the
   host's files, and Landlock covers none of these. An independent attack set a setuid bit on a host
@@ -127,12 +126,6 @@ IOCTL_TYPES_REFUSED = (0x58, 0x66, 0x76, 0x94)
 # PAGEOUT, POPULATE_READ): faked like fadvise64 and readahead. uid 0 owns the host's files, so PAGEOUT evicted
 # pages of a file on the read-only mount: an independent attack sent 16/16 bits to a later candidate that way.
 MADVISE_FAKED = (3, 20, 21, 22)
-# futexes without FUTEX_PRIVATE_FLAG are keyed on a file's inode where the word lies in a file's mapping: one
-# candidate waits on a page of a library both may read, another wakes it (16/16 bits between concurrent
-# candidates, an independent attack). glibc's and OpenMP's own locks are private; a process-shared one is not.
-# futex_waitv's flags lie in memory (ENOSYS: glibc does not use it); the futex2 calls are not in ALLOWED.
-FUTEX_PRIVATE_FLAG = 128
-SHARED_FUTEX = ("futex", "futex_waitv")
 
 
 def aligned_blocks(refused: tuple[int, ...], span: int) -> list[tuple[int, int]]:
@@ -236,12 +229,10 @@ def _rule(lib: Any, ctx: Any, action: int, name: str, *cmps: tuple[int, int, int
     return True
 
 
-def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None,
-                     shared_futex: bool = True) -> int:
+def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | None = None) -> int:
     """Load the allow-list filter on every thread of this process (TSYNC). ``no_exec``/``no_fork``
-    False put exec and fork back (agent commands); ``shared_futex`` False allows only private
-    futexes (``SHARED_FUTEX``). Returns how many rules were added; raises OSError when libseccomp
-    refuses, RuntimeError when it is missing."""
+    False put exec and fork back (agent commands). Returns how many rules were added; raises
+    OSError when libseccomp refuses, RuntimeError when it is missing."""
     lib = library()
     if lib is None:
         raise RuntimeError("libseccomp is not installed")
@@ -256,13 +247,7 @@ def apply_allow_list(no_exec: bool = True, no_fork: bool = True, own_pid: int | 
         for name in ALLOWED + extra:
             if no_fork and name in UNSHARED_STATE + METADATA + ("fcntl", "ioctl", "madvise"):
                 continue
-            if not shared_futex and name in SHARED_FUTEX:
-                continue
             count += _rule(lib, ctx, SCMP_ACT_ALLOW, name)
-        if not shared_futex:
-            count += _rule(lib, ctx, SCMP_ACT_ALLOW, "futex",
-                           (1, SCMP_CMP_MASKED_EQ, FUTEX_PRIVATE_FLAG, FUTEX_PRIVATE_FLAG))
-            count += _rule(lib, ctx, scmp_errno(errno.ENOSYS), "futex_waitv")
         if no_fork:  # locks that lock nothing, notices that never come; inotify, metadata refused (the default)
             for name in FAKED:
                 count += _rule(lib, ctx, scmp_errno(0), name)

@@ -471,10 +471,7 @@ class Harness:
             from kag.core.trust.confine import apply_seccomp
 
             try:
-                # private futexes only on the CPU: what CUDA's driver needs is still to be checked on a GPU
-                # (bench/scripts/futex_private_probe.py --cuda); a shared one is a channel between candidates
-                layers.append(apply_seccomp(no_exec=True, no_fork=True, own_pid=os.getpid(),
-                                            shared_futex=self.device != "cpu"))
+                layers.append(apply_seccomp(no_exec=True, no_fork=True, own_pid=os.getpid()))
             except Exception as exc:  # noqa: BLE001 - fail closed: without the filter the walls can be undone
                 # (mremap of a library's unsealed mapping reads its GPU code back: an independent review, on the CPU)
                 raise RuntimeError(f"the candidate's seccomp filter could not be applied ({exc}); the solution is "
