@@ -333,6 +333,8 @@ class Harness:
             out = self.forward(*self.sets[index])
             returned = self.clock()
             self.outputs.append(plain_output(out, self.device == "cpu"))
+        if self.observer is not None:
+            self.observer.call_returned()
         if self.device != "cpu":  # where the output is: described as it returns, not in the end's time
             from kag.core.eval.candidate.checks import iter_tensors
 

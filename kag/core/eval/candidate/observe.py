@@ -1,12 +1,13 @@
 """What the candidate's calls did, as a profiler running through every one of them saw it.
 
-``CallObserver`` runs in the candidate process (untrusted side). One profiler session is on from
-before model_new.py is imported to after the last window, so every call, checked or timed, runs
-under the same session, kernel records (CUPTI) included: in back-to-back calls they cost about
-1 us a call on an H100 (bench/results/2026-11-26-90fca86-h100), nothing a window can see. It
-records the PyTorch operators that ran inside ``ModelNew.forward`` (Kineto's RecordFunction sees
-Python and C++ callers alike, on any thread), torch.compile's markers and the GPU kernels, each
-attributed to the call that launched it. Across the calls of a window it reports what a solution
+``CallObserver`` runs in the candidate process (untrusted side), and in the baseline runner alike.
+One profiler session is on from before model_new.py is imported to after the last window, so every
+call, checked or timed, runs under the same session. It records the PyTorch operators that ran
+inside ``ModelNew.forward`` (Kineto's RecordFunction sees Python and C++ callers alike, on any
+thread), torch.compile's markers and the GPU kernels, each attributed to the call that launched it.
+On a GPU the profiler's own kernel records (CUPTI through Kineto) are the default; with
+``KAG_KERNEL_RECORDER=kag`` they come from kag's recorder (kag.core.eval.candidate.kernel_records)
+and the profiler's session records the CPU side only. Across the calls of a window it reports what a solution
 that knows it is one of many calls might do: a call's kernels still running when the next call's
 start (overlap), one call holding most of a window's GPU time (doing its neighbours' work), calls
 that launched nothing.
@@ -59,6 +60,7 @@ class Observations:
     windows: int = 0  # windows of 4+ calls with kernels seen
     idle_calls: int = 0  # calls that launched no kernel while others of their window did
     thread_launches: int = 0  # kernels launched by a thread other than the one that calls forward
+    recorder: str = ""  # who recorded the kernels: "kag" (kernel_records), "profiler", "" (none: a CPU)
     error: str | None = None
 
     def merge(self, other: "Observations") -> None:
@@ -73,6 +75,8 @@ class Observations:
             for name, n in theirs.items():
                 mine[name] = mine.get(name, 0) + n
         self.compiled += [m for m in other.compiled if m not in self.compiled]
+        parts = set(self.recorder.split(",")) | set(other.recorder.split(","))
+        self.recorder = ",".join(sorted(p for p in parts if p))
         self.error = self.error or other.error
 
 
@@ -81,18 +85,27 @@ class CallObserver:
 
     def __init__(self, device: str, kernels: bool = True) -> None:
         self.device = device
-        self.kernels = kernels  # record GPU kernels (CUPTI): the checks do, the timed calls do not
+        self.kernels = kernels  # record GPU kernels (kag's CUPTI recorder, else the profiler's)
         self._prof: Any = None
         self.calls = 0
         self.error: str | None = None
         self._range_type: Any = _range_class()  # resolved once: it is entered on every call
+        self.recorder: Any = None  # kag.core.eval.candidate.kernel_records.KernelRecorder, on a GPU
+        self.windows = 0
+        self.call_window: list[int] = []  # the window of each call (the recorder's ids are 1, 2, ...)
 
     def start(self) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU]
         if self.device.startswith("cuda") and self.kernels:
-            activities.append(ProfilerActivity.CUDA)
+            from kag.core.eval.candidate.kernel_records import KernelRecorder
+
+            # KAG_KERNEL_RECORDER=kag: kag's own recorder beside a CPU-only session (not the default: what
+            # it buys through the judge is not measured yet; see kernel_records)
+            self.recorder = KernelRecorder.open() if os.environ.get("KAG_KERNEL_RECORDER") == "kag" else None
+            if self.recorder is None:  # no CUPTI of torch's to drive: the profiler records the kernels
+                activities.append(ProfilerActivity.CUDA)
         try:
             self._prof = profile(activities=activities, experimental_config=all_threads())
             with quiet_stderr():
@@ -101,13 +114,35 @@ class CallObserver:
             with self._range_type(HARNESS_MARK):
                 pass
         except Exception as exc:  # noqa: BLE001 - the guards report that nothing was observed
-            self._prof = None
+            self._prof = self.recorder = None
             self.error = f"the profiler could not start: {type(exc).__name__}: {exc}"
+            return
+        if self.recorder is not None:
+            failed = self.recorder.start()
+            if failed:
+                self.recorder = None
+                self.error = f"the kernel recorder could not start: {failed}"
+                return
+            import torch
+
+            from kag.core.eval.candidate.kernel_records import MARK
+
+            self.recorder.push(MARK)  # a launch of the harness's own: which thread is the harness's
+            torch.zeros(1, device=self.device)
+            self.recorder.pop()
 
     def forward_range(self) -> Any:
-        """A context marking one call of forward (the ops inside it are the solution's)."""
+        """A context marking one call of forward (the ops inside it are the solution's); the kernel
+        recorder's id for the call is pushed until ``call_returned``."""
         self.calls += 1
+        if self.recorder is not None:
+            self.call_window.append(self.windows)
+            self.recorder.push(self.calls)
         return self._range(FORWARD_RANGE)
+
+    def call_returned(self) -> None:
+        if self.recorder is not None:
+            self.recorder.pop()
 
     def null_range(self) -> Any:
         """A context as costly as ``forward_range``, around a null window's call (nothing in it):
@@ -116,6 +151,7 @@ class CallObserver:
 
     def window_range(self) -> Any:
         """A context around the calls of one window."""
+        self.windows += 1
         return self._range(WINDOW_RANGE)
 
     def post_range(self) -> Any:
@@ -131,6 +167,15 @@ class CallObserver:
 
     def stop(self) -> Observations:
         obs = Observations(calls=self.calls, error=self.error)
+        if self.device.startswith("cuda") and self.kernels:
+            obs.recorder = "kag" if self.recorder is not None else "profiler"
+        records = None
+        if self.recorder is not None:
+            try:
+                records = self.recorder.stop()
+            except Exception as exc:  # noqa: BLE001
+                obs.error = f"the kernel recorder failed: {type(exc).__name__}: {exc}"
+            self.recorder = None
         if self._prof is None:
             return obs
         try:
@@ -144,6 +189,10 @@ class CallObserver:
         finally:
             self._prof = None
         summarize_events(events, obs)
+        if records is not None:
+            from kag.core.eval.candidate.kernel_records import summarize_records
+
+            summarize_records(records, self.call_window, obs)
         return obs
 
 
@@ -335,17 +384,23 @@ def calls_of_windows(events: list[Event], marks: list[Event], obs: Observations,
     for i, (a, _b) in enumerate(calls):
         w = bisect.bisect_right(wstarts, a) - 1
         by_window.setdefault(w, []).append(i)
+    count_windows([[per_call.get(i, []) for i in members] for members in by_window.values()], obs)
+
+
+def count_windows(windows: list[list[list[tuple[float, float]]]], obs: Observations) -> None:
+    """The cross-call counts of ``obs`` from each window's calls, in order, each as the (start, end)
+    of its kernels on the GPU (ns): calls that launched nothing while others did, a call's kernels
+    starting before the previous call's ended, one call holding most of a window's GPU time."""
     slack = OVERLAP_SLACK_US * 1000.0
-    for members in by_window.values():
-        busy = [_union(per_call.get(i, [])) for i in members]
+    for calls in windows:
+        busy = [_union(spans) for spans in calls]
         if any(busy):
             obs.idle_calls += sum(1 for b in busy if b == 0.0)
-        for prev, nxt in zip(members, members[1:]):
-            if per_call.get(prev) and per_call.get(nxt):
-                if min(a for a, _ in per_call[nxt]) < max(b for _, b in per_call[prev]) - slack:
-                    obs.overlapping_calls += 1
+        for prev, nxt in zip(calls, calls[1:]):
+            if prev and nxt and min(a for a, _ in nxt) < max(b for _, b in prev) - slack:
+                obs.overlapping_calls += 1
         total = sum(busy)
-        if len(members) >= 4 and total > 0:
+        if len(calls) >= 4 and total > 0:
             obs.windows += 1
             if max(busy) > UNEVEN_SHARE * total:
                 obs.uneven_windows += 1

@@ -707,6 +707,8 @@ class CandidateCalls:
             self.report.violations.append({"guard": str(v.guard), "detail": str(v.detail)})
         self.report.observed = {"calls": obs.calls, "ops": dict(sorted(obs.ops.items())[:20]),
                                 "kernels": len(obs.kernels), "error": obs.error}
+        if obs.recorder:
+            self.report.observed["kernel_records"] = obs.recorder
         if obs.post_ops:  # solution code ran when an output was asked for: the work after the call
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(obs.post_ops.items())[:5])
             self.report.violations.append({"guard": "evaluator", "detail": (

@@ -34,7 +34,7 @@ JUDGES_PER_EPISODE = 2
 # it hid the default store and left a configured one readable); KAG_TIMED_NICE: the timed child's
 # priority (kag.core.eval.judge.priority), read by the judge (an A/B with it at 0 was void without it)
 JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR", "KAG_BELL",
-             "RAY_TMPDIR", "KAG_TIMELINE", "KAG_PCH_DIR", "KAG_TIMED_NICE")
+             "RAY_TMPDIR", "KAG_TIMELINE", "KAG_PCH_DIR", "KAG_TIMED_NICE", "KAG_KERNEL_RECORDER")
 
 
 def failed_report(kind: str, error: str) -> JudgeReport:

@@ -97,3 +97,12 @@ def test_the_judge_reads_the_timed_childs_priority_from_its_caller(monkeypatch) 
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0"], out.stdout
+
+
+def test_the_kernel_recorders_switch_reaches_the_judge(monkeypatch) -> None:
+    """``KAG_KERNEL_RECORDER=kag`` (kag's CUPTI recorder, for an A/B) is in the judge's environment, and so
+    in its children's: an allow-list keeps every other variable out (a first A/B on an H200 switched nothing)."""
+    monkeypatch.setenv("KAG_KERNEL_RECORDER", "kag")
+    assert judge_process.judge_environment().get("KAG_KERNEL_RECORDER") == "kag"
+    monkeypatch.delenv("KAG_KERNEL_RECORDER")
+    assert "KAG_KERNEL_RECORDER" not in judge_process.judge_environment()
