@@ -6,11 +6,13 @@
 #   bash bench/scripts/gpu_judge_stages.sh fidelity steady
 # Stages, in one call or several:
 #   fidelity   kag's speed-up vs eager against the CUPTI kernel-time ratio (bench/scripts/timing_fidelity.py)
-#   steady     diag_matmul and level2/14 scored 5 times each, torch.compile too (STEADY_COMPILE=0: not) (CV, rewards)
+#   steady     diag_matmul and level2/14 scored 5 times each (STEADY_ONLY: those), torch.compile too (STEADY_COMPILE=0: not)
 #   steadyx    diag_matmul scored 5 times with eager timed afresh in each, beside the CUPTI ratio in 5 fresh
 #              processes (where the spread between evaluations comes from)
 #   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
 #   gputests   the GPU test files
+#   recordertests  kag's CUPTI kernel recorder's tests (tests/core/eval/candidate/test_kernel_records.py)
+#   recorderab diag_matmul scored with kag's kernel recorder and with torch.profiler's (KAG_KERNEL_RECORDER), alternated
 #   trusttests the confinement's tests (a candidate's /dev/shm and exec environment) with CUDA
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
 #   callcost   the same for a real solution (CALL_TASK, default diag_matmul), without and with kag's filter
@@ -56,8 +58,17 @@ for stage in "$@"; do
         --out "$OUT/fid" 2>&1 | tee "$OUT/fidelity.log" | cut -c1-300 ;;
     steady)
       step "steadiness: diag_matmul and gemm_divide_sum_scaling scored 5 times"
-      timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only diag_matmul,gemm_divide_sum_scaling \
+      timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only "${STEADY_ONLY:-diag_matmul,gemm_divide_sum_scaling}" \
         --repeat 5 $([ "${STEADY_COMPILE:-1}" = 1 ] && echo --compile) --out "$OUT/steady" 2>&1 | tee "$OUT/steady.log" | cut -c1-300 ;;
+    recorderab)
+      step "diag_matmul with kag's kernel recorder and with torch.profiler's, alternated (AB_ROUNDS, default 3)"
+      for round in $(seq 1 "${AB_ROUNDS:-3}"); do
+        for mode in kag profiler; do
+          KAG_KERNEL_RECORDER=$mode KAG_CACHE_DIR=/tmp/kag-cache-ab-$mode timeout 150 python3 bench/scripts/timing_fidelity.py \
+            --only "${STEADY_ONLY:-diag_matmul}" --repeat 1 --out "$OUT/recorderab/$mode-$round" 2>&1 \
+            | grep '^{' | sed "s/^/$mode round $round: /" | tee -a "$OUT/recorderab.log" | cut -c1-260
+        done
+      done ;;
     steadyx)
       step "steadiness: diag_matmul 5 times, baselines afresh, and the independent clock in 5 processes"
       timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only "${STEADY_ONLY:-diag_matmul}" \
@@ -101,8 +112,13 @@ EOF
     gputests)
       step "GPU test files"
       timeout "${GPUTESTS_TIMEOUT:-300}" python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
-        tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_priority.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py 2>&1 \
+        tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_priority.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py \
+        tests/core/eval/candidate/test_kernel_records.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
+    recordertests)
+      step "kag's CUPTI kernel recorder"
+      timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/eval/candidate/test_kernel_records.py 2>&1 \
+        | tee "$OUT/recordertests.log" | tail -30 ;;
     trusttests)
       step "the confinement's tests with CUDA (the judge's own /dev/shm and IPC, the erased exec environment)"
       timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/trust/test_isolation.py \

@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,8 @@ SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 #define MAX 1000000
 static uint64_t k_start[MAX], k_end[MAX];
@@ -47,6 +50,9 @@ static uint32_t k_corr[MAX];
 static int k_n = 0, dropped = 0;
 static uint32_t l_corr[MAX];
 static int l_call[MAX];
+static int l_tid[MAX];
+static __thread int my_tid = 0;
+static int callbacks_seen = 0;
 static int l_n = 0;
 static volatile int current_call = -1;
 static CUpti_SubscriberHandle subscriber;
@@ -74,21 +80,28 @@ static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
 
 static void CUPTIAPI on_launch(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
+  callbacks_seen++;
   if (cb->callbackSite == CUPTI_API_ENTER && l_n < MAX) {
+    if (!my_tid) my_tid = (int)syscall(SYS_gettid);
     l_corr[l_n] = cb->correlationId;
     l_call[l_n] = current_call;
+    l_tid[l_n] = my_tid;
     l_n++;
   }
 }
 
 int lean_start(int callbacks) {
-  k_n = l_n = dropped = 0;
+  k_n = l_n = dropped = callbacks_seen = 0;
   CUptiResult rc = cuptiActivityRegisterCallbacks(requested, completed);
   if (rc != CUPTI_SUCCESS) return -1000 - (int)rc;
   if (callbacks) {
     rc = cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_launch, NULL);
     if (rc != CUPTI_SUCCESS) return -2000 - (int)rc;
     subscribed = 1;
+    if (callbacks == 2) {  /* every runtime and driver call (a graph's or a cooperative launch too) */
+      cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+      cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+    }
     cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
     cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060);
     cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
@@ -112,6 +125,8 @@ int lean_stop(void) {
 
 int lean_dropped(void) { return dropped; }
 int lean_launches(void) { return l_n; }
+int lean_callbacks_seen(void) { return callbacks_seen; }
+int lean_tid(int i) { return l_tid[i]; }
 void lean_kernel(int i, uint64_t *start, uint64_t *end, uint32_t *corr) { *start = k_start[i]; *end = k_end[i]; *corr = k_corr[i]; }
 void lean_launch(int i, uint32_t *corr, int *call) { *corr = l_corr[i]; *call = l_call[i]; }
 """
@@ -180,32 +195,76 @@ def main() -> int:
             model(*inputs)
         return call
 
+    labels = {0: "kernel records", 1: "kernel records, launch callbacks",
+              2: "kernel records, callbacks on every runtime and driver call"}
+
+    def lean(side: str, model, callbacks: int, cond: str) -> None:
+        rc = lib.lean_start(callbacks)
+        if rc != 0:
+            row(cond, side, -1.0, error=f"lean_start returned {rc}")
+            return
+        us = cpu_us(marked(model), sync)
+        kernels, launches = lib.lean_stop(), lib.lean_launches()
+        call_of: dict[int, int] = {}
+        for i in range(launches):
+            corr, call = ctypes.c_uint32(), ctypes.c_int()
+            lib.lean_launch(i, ctypes.byref(corr), ctypes.byref(call))
+            call_of[corr.value] = call.value
+        attributed = 0
+        for i in range(kernels):
+            start, end, corr = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint32()
+            lib.lean_kernel(i, ctypes.byref(start), ctypes.byref(end), ctypes.byref(corr))
+            attributed += corr.value in call_of
+        tids = sorted({lib.lean_tid(i) for i in range(min(launches, 1000))})
+        row(cond, side, us, kernels=kernels, launches=launches, attributed=attributed, dropped=lib.lean_dropped(),
+            callbacks_seen=lib.lean_callbacks_seen(), launch_tids=tids, my_tid=threading.get_native_id())
+
     for side, model in (("eager", ref), ("candidate", new)):
         row("bare", side, cpu_us(lambda j, m=model: m(*inputs), sync))
         row("bare, the call index set", side, cpu_us(marked(model), sync))
-        for callbacks in (0, 1):
-            rc = lib.lean_start(callbacks)
-            if rc != 0:
-                row(f"lean recorder (callbacks {callbacks})", side, -1.0, error=f"lean_start returned {rc}")
-                continue
-            us = cpu_us(marked(model), sync)
-            kernels, launches = lib.lean_stop(), lib.lean_launches()
-            call_of: dict[int, int] = {}
-            for i in range(launches):
-                corr, call = ctypes.c_uint32(), ctypes.c_int()
-                lib.lean_launch(i, ctypes.byref(corr), ctypes.byref(call))
-                call_of[corr.value] = call.value
-            attributed = 0
-            for i in range(kernels):
-                start, end, corr = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint32()
-                lib.lean_kernel(i, ctypes.byref(start), ctypes.byref(end), ctypes.byref(corr))
-                attributed += corr.value in call_of
-            row(f"lean recorder (kernel records{', launch callbacks' if callbacks else ''})", side, us,
-                kernels=kernels, launches=launches, attributed=attributed, dropped=lib.lean_dropped())
+        for callbacks in (0, 1, 2):
+            lean(side, model, callbacks, f"lean recorder ({labels[callbacks]})")
     from torch.profiler import ProfilerActivity, profile
 
     from kag.core.eval.candidate.observe import all_threads
 
+    # kag's own recorder (kag.core.eval.candidate.kernel_records), as the observer drives it: kernel,
+    # launch-API and external-correlation records, an id pushed and popped around each call
+    from kag.core.eval.candidate.kernel_records import KernelRecorder
+
+    for side, model in (("eager", ref), ("candidate", new)):
+        rec = KernelRecorder.open()
+        if rec is None:
+            row("kag's recorder", side, -1.0, error="no CUPTI mapped")
+            continue
+        row("bare, kag's recorder's push and pop (not started)", side,
+            cpu_us(lambda j, m=model: (rec.push(j + 1), m(*inputs), rec.pop()), sync))
+        for pushed in (False, True):
+            failed = rec.start()
+            if failed:
+                row("kag's recorder", side, -1.0, error=failed)
+                break
+            fn = (lambda j, m=model: (rec.push(j + 1), m(*inputs), rec.pop())) if pushed else (lambda j, m=model: m(*inputs))
+            us = cpu_us(fn, sync)
+            got = rec.stop()
+            row(f"kag's recorder{', an id pushed a call' if pushed else ', no id pushed'}", side, us,
+                kernels=len(got.kernels), launches=len(got.launch_thread), attributed=len(got.launch_call),
+                dropped=got.dropped)
+
+    # the checks' design: torch.profiler's session for operators only (no CUDA activity: CUPTI left to ours)
+    for side, model in (("eager", ref), ("candidate", new)):
+        prof = profile(activities=[ProfilerActivity.CPU], experimental_config=all_threads())
+        prof.__enter__()
+        rf = torch._C._profiler._RecordFunctionFast
+
+        def ranged_cpu(j: int, m=model) -> None:
+            word[0] = j
+            with rf("kag::forward"):
+                m(*inputs)
+        row("torch.profiler, CPU records only, range", side, cpu_us(ranged_cpu, sync))
+        lean(side, model, 1, "lean recorder (launch callbacks) inside torch.profiler's CPU-only session")
+        prof.__exit__(None, None, None)
+        lean(side, model, 1, "lean recorder (launch callbacks) after a CPU-only session ended")
     for side, model in (("eager", ref), ("candidate", new)):
         prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], experimental_config=all_threads())
         prof.__enter__()
@@ -218,6 +277,20 @@ def main() -> int:
         row("torch.profiler, the observer's session and range", side, cpu_us(ranged, sync))
         torch.autograd.profiler._is_profiler_enabled = True
         prof.__exit__(None, None, None)
+        # does Kineto keep CUPTI's one subscriber after its session?
+        lean(side, model, 1, "lean recorder (launch callbacks) after torch.profiler's CUDA session ended")
+    # a CUDA graph's kernels: launched by cudaGraphLaunch, which only the every-call mode sees
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            new(*inputs)
+    sync()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        new(*inputs)
+    for callbacks in (1, 2):
+        lean("graph", type("G", (), {"__call__": lambda self, *a: graph.replay()})(), callbacks,
+             f"a CUDA graph's replay, lean recorder ({labels[callbacks]})")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     Path(args.out, "lean_recorder.json").write_text(json.dumps(rows, indent=1))
     return 0
