@@ -12,6 +12,8 @@
 #   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
 #   gputests   the GPU test files
 #   recordertests  kag's CUPTI kernel recorder's tests (tests/core/eval/candidate/test_kernel_records.py)
+#   opcounter  a C++ operator counter on RecordFunction against torch.profiler's CPU session: a call's CPU
+#              (bench/scripts/op_counter_probe.py, diag_matmul and a tiny call)
 #   recorderab diag_matmul scored with kag's kernel recorder and with torch.profiler's (KAG_KERNEL_RECORDER), alternated
 #   trusttests the confinement's tests (a candidate's /dev/shm and exec environment) with CUDA
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
@@ -60,6 +62,12 @@ for stage in "$@"; do
       step "steadiness: diag_matmul and gemm_divide_sum_scaling scored 5 times"
       timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only "${STEADY_ONLY:-diag_matmul,gemm_divide_sum_scaling}" \
         --repeat 5 $([ "${STEADY_COMPILE:-1}" = 1 ] && echo --compile) --out "$OUT/steady" 2>&1 | tee "$OUT/steady.log" | cut -c1-300 ;;
+    opcounter)
+      step "kag's operator counter against torch.profiler's CPU session, a call's CPU"
+      for task in "${CALL_TASK:-diag_matmul}" tiny; do
+        timeout 240 python3 bench/scripts/op_counter_probe.py --task "$task" --backend cuda --out "$OUT" 2>&1 \
+          | grep -v USDT | tee -a "$OUT/opcounter.log" | cut -c1-300
+      done ;;
     recorderab)
       step "diag_matmul with kag's kernel recorder and with torch.profiler's, alternated (AB_ROUNDS, default 3)"
       for round in $(seq 1 "${AB_ROUNDS:-3}"); do

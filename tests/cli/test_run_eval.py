@@ -103,9 +103,11 @@ def _private_tmp() -> Path:
     return Path(tempfile.mkdtemp(prefix="kt", dir="/tmp"))  # short: sockets are made under it
 
 
-def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_completes(tmp_path):
+def test_ctrl_c_stops_kag_eval_and_records_only_finished_episodes(tmp_path):
     """SIGINT to the process group, as a terminal sends it, while an episode is in flight: nothing
-    of the episode is left in the temp folder (its workspace, its judge's folders)."""
+    of the episode is left in the temp folder (its workspace, its judge's folders). That a rerun
+    resumes from the finished episodes is test_kag_eval_summarises_and_resumes_after_a_kill's (the
+    harder case: a SIGKILL leaves kag no moment to save anything)."""
     tasks, replays = _dataset(tmp_path)
     _replay_without_checks("tanh", replays / "tanh.json")  # every episode can pass
     out = tmp_path / "out"
@@ -137,11 +139,6 @@ def test_ctrl_c_stops_kag_eval_records_only_finished_episodes_and_a_rerun_comple
     assert len(rows) == finished >= 1 and all(r["reward"] >= 1 for r in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["overall"]["tasks"] == finished and summary["overall"]["pass_rate"] == 1.0
-
-    again = run_kag(*_eval_args(tasks, replays, out))
-    assert again.returncode == 0, again.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["overall"]["tasks"] == 3 and summary["overall"]["pass_rate"] == 1.0
 
 
 def test_ctrl_c_in_kag_run_leaves_no_workspace_and_names_only_files_that_exist(tmp_path):

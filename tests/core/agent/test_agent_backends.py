@@ -38,6 +38,7 @@ def test_episode_in_the_docker_sandbox_reaches_the_evaluator_through_the_bridge(
     assert traj.result is not None and traj.result.ok and traj.reward >= 1
 
 
+@pytest.mark.slow  # 31 s in CI; a person's whole episode runs there in a real terminal (tests/cli/test_human_terminal.py)
 def test_a_person_completes_an_episode_through_the_human_policy(tmp_path):
     solution = EXAMPLES / "sigmoid" / "cpu"
     lines = ['read {"path": "model_new.py"}']
