@@ -32,7 +32,9 @@ JUDGES_PER_EPISODE = 2
 # the run's timeline (kag.core.timeline), which the candidate drops
 # KAG_PCH_DIR: the judge's candidate plan hides the precompiled-header store it names (a judge without
 # it hid the default store and left a configured one readable); KAG_TIMED_NICE: the timed child's
-# priority (kag.core.eval.judge.priority), read by the judge (an A/B with it at 0 was void without it)
+# priority (kag.core.eval.judge.priority), read by the judge (an A/B with it at 0 was void without it);
+# KAG_KERNEL_RECORDER: the candidate's and runner's kernel records (kag.core.eval.candidate.observe; an A/B
+# of it was void without it too)
 JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR", "KAG_BELL",
              "RAY_TMPDIR", "KAG_TIMELINE", "KAG_PCH_DIR", "KAG_TIMED_NICE", "KAG_KERNEL_RECORDER")
 
