@@ -66,7 +66,6 @@ class Records:
     launch_thread: dict[int, int] = attrs.field(factory=dict)
     launch_call: dict[int, int] = attrs.field(factory=dict)
     dropped: int = 0
-    harness_threads: set[int] = attrs.field(factory=set)  # the ids CUPTI may give the harness's thread
 
 
 def loaded_cupti() -> str | None:
