@@ -32,7 +32,7 @@ COUNT = struct.Struct("<I")
 UNREADABLE = 0xFFFFFFFF  # an entry for an output the candidate could not describe
 
 
-def _library(name: str) -> Any:
+def loaded_library(name: str) -> Any:
     """A CUDA library this process already has loaded (the one torch uses): ``name`` is the file
     name up to ``.so`` (``libcuda`` is not ``libcudart``)."""
     with open("/proc/self/maps") as f:
@@ -53,8 +53,8 @@ class CudaApi:
     """The few CUDA entry points both halves call, through ctypes."""
 
     def __init__(self) -> None:
-        self.rt = _library("libcudart")
-        self.drv = _library("libcuda")
+        self.rt = loaded_library("libcudart")
+        self.drv = loaded_library("libcuda")
         self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_void_p]
         self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle, ctypes.c_uint]
         self.rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]

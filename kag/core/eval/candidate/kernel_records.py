@@ -68,18 +68,6 @@ class Records:
     dropped: int = 0
 
 
-def loaded_cupti() -> str | None:
-    """The CUPTI library this process already mapped (torch's Kineto links it), or None."""
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                if "libcupti.so" in line:
-                    return line.split()[-1]
-    except OSError:
-        return None
-    return None
-
-
 class KernelRecorder:
     """A session of kernel records: ``start``, ``push``/``pop`` around each call, ``stop``."""
 
@@ -106,11 +94,10 @@ class KernelRecorder:
     def open(cls) -> "KernelRecorder | None":
         """The recorder on the CUPTI this process mapped; None where there is none, or it lacks the
         per-API activity switches (CUPTI before CUDA 12.5)."""
-        path = loaded_cupti()
-        if path is None:
-            return None
+        from kag.core.eval.candidate.gpu_outputs import loaded_library
+
         try:
-            lib = ctypes.CDLL(path)
+            lib = loaded_library("libcupti")  # the one torch's Kineto mapped
             for name in ("cuptiActivityEnableRuntimeApi", "cuptiActivityEnableDriverApi",
                          "cuptiActivityPushExternalCorrelationId", "cuptiActivityGetNextRecord"):
                 getattr(lib, name)
@@ -224,9 +211,10 @@ def demangle(mangled: bytes) -> str:
     if not mangled.startswith(b"_Z"):
         return text
     if not _DEMANGLER:
-        path = next((line.split()[-1] for line in open("/proc/self/maps") if "libstdc++.so" in line), "libstdc++.so.6")
+        from kag.core.eval.candidate.gpu_outputs import loaded_library
+
         try:
-            fn = ctypes.CDLL(path).__cxa_demangle
+            fn = loaded_library("libstdc++").__cxa_demangle
             fn.restype = ctypes.c_void_p
             fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
             free = ctypes.CDLL(None).free
