@@ -1,25 +1,23 @@
 """GPU kernel records of kag's own, on CUPTI's activity API alone (untrusted side: this runs in the
 candidate and in the baseline runner, whose calls go through the same harness).
 
-Opt-in (``KAG_KERNEL_RECORDER=kag``), not the default: it was built to take kernel records out of
-torch.profiler's session, whose cost makes a small kernel's call as long as its kernel (diag_matmul's
-solution on an H200: 24.3-24.6 us of CPU a call under the observer's session, 12.0-16.1 bare, in two
-runs), and what it buys through the judge is not measured yet. Measured
-(bench/results/2026-11-29-kernel-recorder-h200): its kernel records cost 0.1-1.7 us a call and the
-ids' push and pop 3 us through ctypes, while the session's CPU side alone (the operators the guards
-read, kept beside it) cost 16.4 us in one run and 24.8 in the other; through the judge, ten
-evaluations of diag_matmul with it read 0.87-1.54x eager, the range the profiler's records gave on
-H200s in earlier sessions (1.05-1.64x). The A/B within one session is not done (the first one's
-switch did not reach the judge). It is what timed calls would need if they ran without the session.
+The observer's default on a GPU where the judge loaded kag's operator counter (then no torch.profiler
+session runs at all: kag.core.eval.candidate.observe); beside torch.profiler's CPU-only session with
+``KAG_KERNEL_RECORDER=kag``. Measured (bench/results/2026-11-29-kernel-recorder-h200,
+bench/results/2026-11-29-opcounter-h200): beside the profiler's session it bought nothing (its CPU side
+cost as much as the whole session); with the counter instead of the session, diag_matmul's solution
+took 16.4 us of CPU a call against 22.0 under the profiler's session, and read 1.36-1.50x eager through
+the judge against 1.07-1.40x.
 
 It asks CUPTI for three kinds of records and nothing else: every kernel (start, end, name,
 correlation id), the API calls that launch kernels (which thread launched it) and an external
 correlation id the harness pushes on its own thread for each call of forward (which call launched
-it). No callback runs per launch: CUPTI takes one callback subscriber per process and torch's Kineto
-keeps it once any of its sessions started (CUPTI error 39 after a CPU-only session too); activity
-records need none. (The launch records came in the observer, after its session started; in a
-process where no session had started yet, none came.) CUPTI fills buffers this module hands it and
-gives them back at a flush, parsed after the session, never during a window.
+it). The launch records: the runtime and driver API kinds on, every API but the launches switched off
+(the per-API switches alone brought none where no profiler session had subscribed; every API recorded
+cost ~10 us a call). No callback runs per launch: CUPTI takes one callback subscriber per process and
+torch's Kineto keeps it once any of its sessions started (CUPTI error 39 after a CPU-only session too);
+activity records need none. CUPTI fills buffers this module hands it and gives them back at a flush,
+parsed after the session, never during a window.
 
 What it reports is a report from an untrusted process, as the profiler's was: the solution may
 switch CUPTI off or push ids of its own. The judge's clock and checks never depend on it
@@ -44,6 +42,7 @@ BUFFER_BYTES = 32 << 20  # a buffer a session normally never fills (a record is 
 # kernels, graphs (their kernels carry the graph launch's correlation id)
 RUNTIME_LAUNCHES = (13, 211, 213, 214, 269, 270, 272, 311, 312, 430, 431, 505, 506)
 DRIVER_LAUNCHES = (115, 116, 117, 307, 442, 477, 478, 480, 514, 515, 652, 653)
+API_CBIDS = 1024  # above CUPTI_RUNTIME_TRACE_CBID_SIZE (523) and CUPTI_DRIVER_TRACE_CBID_SIZE (807) of CUDA 13.0
 _KERNEL = struct.Struct("<QQ")  # start, end at 16
 _U32 = struct.Struct("<I")  # a kind at 0; an API record's threadId at 28, correlationId at 32
 _EXT = struct.Struct("<IQQ")  # externalKind at 4, externalId at 8, correlationId at 16 (low 32 bits)
@@ -140,12 +139,19 @@ class KernelRecorder:
         rc = lib.cuptiActivityRegisterCallbacks(self._request, self._complete)
         if rc != 0:
             return f"CUPTI refused the record buffers (error {rc})"
-        for kind in (KIND_CONCURRENT_KERNEL, KIND_EXTERNAL_CORRELATION):
+        for kind in (KIND_CONCURRENT_KERNEL, KIND_EXTERNAL_CORRELATION, KIND_RUNTIME, KIND_DRIVER):
             rc = lib.cuptiActivityEnable(kind)
             if rc != 0:
                 return f"CUPTI refused activity kind {kind} (error {rc})"
+        # the API kinds on in full, then every API but the launches off: the per-API switches alone
+        # brought no records where no profiler session had subscribed (H200, 2026-11-29), and every API
+        # recorded cost a small kernel's call ~10 us (bench/results/2026-11-29-opcounter-h200)
         for enable, cbids in ((lib.cuptiActivityEnableRuntimeApi, RUNTIME_LAUNCHES),
                               (lib.cuptiActivityEnableDriverApi, DRIVER_LAUNCHES)):
+            keep = set(cbids)
+            for cbid in range(1, API_CBIDS):
+                if cbid not in keep:
+                    enable(cbid, 0)  # an id this CUPTI does not know is refused: nothing to switch off
             for cbid in cbids:
                 rc = enable(cbid, 1)
                 if rc != 0:
@@ -155,7 +161,7 @@ class KernelRecorder:
     def stop(self) -> Records:
         lib = self.lib
         lib.cuptiActivityFlushAll(FLUSH_FORCED)
-        for kind in (KIND_CONCURRENT_KERNEL, KIND_EXTERNAL_CORRELATION):
+        for kind in (KIND_CONCURRENT_KERNEL, KIND_EXTERNAL_CORRELATION, KIND_RUNTIME, KIND_DRIVER):
             lib.cuptiActivityDisable(kind)
         for enable, cbids in ((lib.cuptiActivityEnableRuntimeApi, RUNTIME_LAUNCHES),
                               (lib.cuptiActivityEnableDriverApi, DRIVER_LAUNCHES)):
