@@ -59,6 +59,29 @@ def own_lock_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def op_counter_library(tmp_path_factory):
+    """kag's operator counter, compiled and loaded in this process as the judge does it (a C++
+    compiler and torch's headers are part of what the tests need)."""
+    from kag.core.eval.judge import op_counter_lib
+
+    lib, how = op_counter_lib.load(tmp_path_factory.mktemp("op-counter"))
+    if lib is None:
+        pytest.fail(f"kag's operator counter did not load: {how}")
+    return lib
+
+
+@pytest.fixture(params=["profiler", "counter"])
+def observer_kind(request, monkeypatch) -> str:
+    """The observer's two ways to see operators, each as a judge that loaded the counter (or could
+    not) leaves them: torch.profiler's session, kag's operator counter."""
+    from kag.core.eval.candidate import op_counter
+
+    lib = request.getfixturevalue("op_counter_library") if request.param == "counter" else None
+    monkeypatch.setattr(op_counter, "LOADED", lib)
+    return request.param
+
+
+@pytest.fixture(scope="session")
 def kernelbench_path() -> Path:
     if not (KERNELBENCH / "level1").is_dir():
         pytest.skip(f"no KernelBench at {KERNELBENCH}: KAG_TEST_KERNELBENCH must name a folder holding level1/..level3/")

@@ -79,7 +79,7 @@ def main() -> int:
     from kag.core.eval.candidate.candidate import plain_output
     from kag.core.eval.candidate.checks import iter_tensors
     from kag.core.eval.candidate.gpu_outputs import OutputDescriber
-    from kag.core.eval.candidate.observe import all_threads
+    from kag.core.eval.candidate.profiler_events import all_threads
     from timing_fidelity import load_pair
 
     ref, new, make_inputs, device = load_pair(args.task, args.backend)

@@ -15,6 +15,8 @@
 #   opcounter  a C++ operator counter on RecordFunction against torch.profiler's CPU session: a call's CPU
 #              (bench/scripts/op_counter_probe.py, diag_matmul and a tiny call)
 #   recorderab diag_matmul scored with kag's kernel recorder and with torch.profiler's (KAG_KERNEL_RECORDER), alternated
+#   observerab diag_matmul scored with kag's operator counter (and kernel recorder) and with torch.profiler's session
+#              (KAG_OBSERVER=counter|profiler), alternated, each with its own cache (its baselines timed the same way)
 #   trusttests the confinement's tests (a candidate's /dev/shm and exec environment) with CUDA
 #   pathcost   what a call's CPU path costs, piece by piece (bench/scripts/path_cost.py)
 #   callcost   the same for a real solution (CALL_TASK, default diag_matmul), without and with kag's filter
@@ -52,6 +54,19 @@
 # Logs and tables go to $OUT.   bash bench/scripts/gpu_judge_stages.sh fidelity latency
 source "$(dirname "$0")/env.sh"
 OLD_TREE="${KAG_OLD_TREE:-$PWD/.old}"
+# alternate NAME VARIABLE MODE...: diag_matmul (STEADY_ONLY) scored once per mode, VARIABLE=MODE, AB_ROUNDS rounds,
+# each mode with its own cache (its baselines timed the same way as its candidate)
+alternate() {
+  local name=$1 var=$2
+  shift 2
+  for round in $(seq 1 "${AB_ROUNDS:-3}"); do
+    for mode in "$@"; do
+      env "$var=$mode" KAG_CACHE_DIR="/tmp/kag-cache-$name-$mode" timeout 150 python3 bench/scripts/timing_fidelity.py \
+        --only "${STEADY_ONLY:-diag_matmul}" --repeat 1 --out "$OUT/$name/$mode-$round" 2>&1 \
+        | grep '^{' | sed "s/^/$mode round $round: /" | tee -a "$OUT/$name.log" | cut -c1-260
+    done
+  done
+}
 for stage in "$@"; do
   case "$stage" in
     fidelity)
@@ -70,13 +85,10 @@ for stage in "$@"; do
       done ;;
     recorderab)
       step "diag_matmul with kag's kernel recorder and with torch.profiler's, alternated (AB_ROUNDS, default 3)"
-      for round in $(seq 1 "${AB_ROUNDS:-3}"); do
-        for mode in kag profiler; do
-          KAG_KERNEL_RECORDER=$mode KAG_CACHE_DIR=/tmp/kag-cache-ab-$mode timeout 150 python3 bench/scripts/timing_fidelity.py \
-            --only "${STEADY_ONLY:-diag_matmul}" --repeat 1 --out "$OUT/recorderab/$mode-$round" 2>&1 \
-            | grep '^{' | sed "s/^/$mode round $round: /" | tee -a "$OUT/recorderab.log" | cut -c1-260
-        done
-      done ;;
+      alternate recorderab KAG_KERNEL_RECORDER kag profiler ;;
+    observerab)
+      step "diag_matmul with kag's operator counter and with torch.profiler's session, alternated (AB_ROUNDS, default 3)"
+      alternate observerab KAG_OBSERVER counter profiler ;;
     steadyx)
       step "steadiness: diag_matmul 5 times, baselines afresh, and the independent clock in 5 processes"
       timeout "${STEADY_TIMEOUT:-300}" python3 bench/scripts/timing_fidelity.py --only "${STEADY_ONLY:-diag_matmul}" \
@@ -119,13 +131,14 @@ EOF
       timeout 120 python3 bench/scripts/path_cost.py --out "$OUT" 2>&1 | tee "$OUT/pathcost.log" ;;
     gputests)
       step "GPU test files"
-      timeout "${GPUTESTS_TIMEOUT:-300}" python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
+      timeout "${GPUTESTS_TIMEOUT:-480}" python3 -m pytest -q -x -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
         tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_priority.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py \
-        tests/core/eval/candidate/test_kernel_records.py 2>&1 \
+        tests/core/eval/candidate/test_kernel_records.py tests/core/eval/candidate/test_op_counter.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
     recordertests)
-      step "kag's CUPTI kernel recorder"
-      timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/eval/candidate/test_kernel_records.py 2>&1 \
+      step "kag's CUPTI kernel recorder and operator counter"
+      timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/eval/candidate/test_kernel_records.py \
+        tests/core/eval/candidate/test_op_counter.py 2>&1 \
         | tee "$OUT/recordertests.log" | tail -30 ;;
     trusttests)
       step "the confinement's tests with CUDA (the judge's own /dev/shm and IPC, the erased exec environment)"

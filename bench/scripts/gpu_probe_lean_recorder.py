@@ -226,7 +226,7 @@ def main() -> int:
             lean(side, model, callbacks, f"lean recorder ({labels[callbacks]})")
     from torch.profiler import ProfilerActivity, profile
 
-    from kag.core.eval.candidate.observe import all_threads
+    from kag.core.eval.candidate.profiler_events import all_threads
 
     # kag's own recorder (kag.core.eval.candidate.kernel_records), as the observer drives it: kernel,
     # launch-API and external-correlation records, an id pushed and popped around each call

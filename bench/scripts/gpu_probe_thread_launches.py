@@ -53,7 +53,9 @@ def main() -> None:
     import torch
     from torch.utils.cpp_extension import load_inline
 
-    from kag.core.eval.candidate.observe import HARNESS_RANGES, CallObserver, Observations, launches, raw_events, summarize_events
+    from kag.core.eval.candidate.observe import HARNESS_RANGES, CallObserver, Observations
+
+    from kag.core.eval.candidate.profiler_events import launches, raw_events, summarize_events
 
     t0 = time.time()
     ext = load_inline("kag_probe_threads", CPP_SRC, cuda_sources=CUDA_SRC,

@@ -46,7 +46,7 @@ def main() -> int:
     from torch.autograd.profiler import record_function
     from torch.profiler import ProfilerActivity, profile
 
-    from kag.core.eval.candidate.observe import all_threads
+    from kag.core.eval.candidate.profiler_events import all_threads
 
     dev = args.device
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)

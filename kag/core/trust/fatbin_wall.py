@@ -32,6 +32,8 @@ import struct
 import sys
 from typing import Any, Iterable
 
+from kag.core.trust.provenance import HARNESS_LIBRARIES
+
 FATBIN = ".nv_fatbin"
 CUBLAS = re.compile(r"^libcublas(Lt)?\.so")
 CUDNN = re.compile(r"^libcudnn")
@@ -110,6 +112,8 @@ def mapped_libraries() -> dict[str, int]:
             path = parts[5].removesuffix(" (deleted)")  # replaced on disk since it was loaded: found by its name
             if not (path.endswith(".so") or ".so." in path):
                 continue
+            if HARNESS_LIBRARIES.get(path) == (parts[3], int(parts[4])):
+                continue  # the judge's own (kag's operator counter: host code only, in a folder the candidate cannot see)
             if int(parts[2], 16) == 0 and path not in bases:
                 bases[path] = int(parts[0].split("-")[0], 16)
     return bases

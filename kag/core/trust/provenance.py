@@ -111,6 +111,16 @@ BOOKKEEPING = re.compile(rb"^_ZN?K?(5torch8profiler|9libkineto|2at14RecordFuncti
                          rb"|3c1010TensorImpl|3c1013TensorOptions|2at6detail20computeStorageNbytes"
                          rb"|2at6detail22check_size_nonnegative|5torch3jit6tracer15getTracingState"
                          rb"|2at4impl22PythonTorchFunctionTLS|2at7Context|St7__cxx1112basic_string|St10_Hashtable)")
+# the harness's own libraries, by the path, device and inode of the file the judge loaded them from before
+# it forked (kag's operator counter, kag.core.eval.judge.op_counter_lib, in a temp folder of the judge's,
+# mode 0500): their code is the observer's, as RecordFunction's bookkeeping is. A file the candidate made
+# at the same path in its own /tmp is another device's or inode: not the harness's.
+HARNESS_LIBRARIES: dict[str, tuple[str, int]] = {}
+
+
+def add_harness_library(path: str) -> None:
+    st = os.stat(path)
+    HARNESS_LIBRARIES[path] = (f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}", st.st_ino)
 RUNTIME_PATHS = re.compile(r"(^\[|/python\d|/bin/python|/lib-dynload/|_ctypes|/torch/_C\.|/_C\.cpython)")
 
 
@@ -120,6 +130,8 @@ class Mapping:
     end: int
     path: str
     offset: int = 0  # the file offset mapped at ``start``
+    device: str = ""  # the file's, as maps shows it (major:minor, hex)
+    inode: int = 0
 
 
 def read_maps(pid: int) -> list[Mapping]:
@@ -128,7 +140,8 @@ def read_maps(pid: int) -> list[Mapping]:
         for line in f:
             parts = line.split(None, 5)
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            out.append(Mapping(lo, hi, parts[5].strip() if len(parts) > 5 else "", int(parts[2], 16)))
+            out.append(Mapping(lo, hi, parts[5].strip() if len(parts) > 5 else "", int(parts[2], 16), parts[3],
+                               int(parts[4])))
     out.sort(key=lambda m: m.start)
     return out
 
@@ -178,6 +191,8 @@ def category(path: str, solution_dir: str | None, strict: bool = False) -> str:
     memfd mapped over it (MAP_FIXED, same addresses) ran every fallback as "runtime", 8 of 8 runs passed."""
     if solution_dir and path.startswith(solution_dir.rstrip("/") + "/"):
         return "solution"
+    if path in HARNESS_LIBRARIES:
+        return "runtime"
     base = os.path.basename(path)
     if TORCH_LIBS.match(base) and not path.endswith("(deleted)"):
         return "torch"
@@ -321,7 +336,10 @@ class CpuProvenance:
                 self._starts = [m.start for m in self._maps]
             i = bisect_right(self._starts, pc) - 1
             if i >= 0 and self._maps[i].start <= pc < self._maps[i].end:
-                return self._maps[i].path
+                m = self._maps[i]
+                if m.path in HARNESS_LIBRARIES and HARNESS_LIBRARIES[m.path] != (m.device, m.inode):
+                    return f"{m.path} (not the harness's file)"
+                return m.path
         return ""
 
     def _bookkeeping(self, path: str, pc: int) -> bool:

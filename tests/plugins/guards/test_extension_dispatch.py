@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent("""
     x = torch.randn(64, 64)
     obs = CallObserver("cpu")
     obs.start()
-    with torch.no_grad(), obs.forward_range():
+    with torch.no_grad(), obs.call():
         out = m(x)
     found = NoTorchFallback().check_observations(obs.stop(), RunInfo())
     print(json.dumps({"ok": bool(torch.equal(out, torch.relu(x))), "found": [v.detail for v in found]}))

@@ -18,6 +18,7 @@ from kag.plugin import ALLOWED_OPS
 from kag.plugins.guards.torch_fallback import NoTorchFallback
 
 X = torch.randn(64, 32)
+pytestmark = pytest.mark.usefixtures("observer_kind")  # every test under torch.profiler and kag's counter
 
 
 def observe(fn, calls: int = 2, outside=None) -> Observations:
@@ -26,7 +27,7 @@ def observe(fn, calls: int = 2, outside=None) -> Observations:
     obs.start()
     with torch.no_grad():
         for _ in range(calls):
-            with obs.forward_range():
+            with obs.call():
                 fn()
             if outside is not None:
                 outside()
@@ -97,7 +98,7 @@ def test_the_observer_spares_compiled_calls_the_python_markers_and_still_sees_co
     seen = []
     obs = CallObserver("cpu")
     obs.start()
-    with torch.no_grad(), obs.forward_range():
+    with torch.no_grad(), obs.call():
         seen.append(autograd_profiler._is_profiler_enabled)
         compiled(X)
     found = obs.stop()
@@ -229,7 +230,7 @@ def test_a_solution_thread_that_marks_itself_as_the_harness_is_still_seen_during
     obs.start()
     worker = threading.Thread(target=spoof)
     worker.start()
-    with torch.no_grad(), obs.forward_range():
+    with torch.no_grad(), obs.call():
         go.set()
         done.wait()
     worker.join()
@@ -255,7 +256,8 @@ def test_a_kernel_launched_by_a_thread_of_the_solutions_is_hidden_work():
     thread's ranges and launches on thread 1, a std::thread's launch on thread 2 with no range open.
     Its launch lies in no call, so no call is charged with it (tests/adversarial overlap_threads
     read 0.76x eager and got reward 1)."""
-    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE, Event, summarize_events
+    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE
+    from kag.core.eval.candidate.profiler_events import Event, summarize_events
     from kag.plugins.guards.hidden_work import NoHiddenWork
 
     def ev(name, start, end, thread=1, cuda=False, corr=0, linked=0):
@@ -292,7 +294,8 @@ def test_a_solution_thread_that_opens_the_harness_ranges_does_not_join_the_harne
     solution's that opens ``kag::window``/``kag::post`` and launches inside them passed as the
     harness, so its launches were nobody's. The harness is now the thread of the session's first
     mark, opened before any solution code could run in that session."""
-    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, POST_RANGE, WINDOW_RANGE, Event, summarize_events
+    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, POST_RANGE, WINDOW_RANGE
+    from kag.core.eval.candidate.profiler_events import Event, summarize_events
     from kag.plugins.guards.hidden_work import NoHiddenWork
 
     def ev(name, start, end, thread=1, cuda=False, corr=0, linked=0):
@@ -320,7 +323,7 @@ def test_a_profiler_blinded_from_inside_a_call_is_an_error_not_a_clean_report():
     obs.start()
     with torch.no_grad():
         for i in range(3):
-            with obs.forward_range():
+            with obs.call():
                 if i == 0:
                     torch._C._autograd._clear_callbacks()
                 torch.relu(X)
@@ -336,7 +339,7 @@ def test_a_profiler_session_prints_nothing_on_stderr(capfd):
 
     obs = CallObserver("cpu")
     obs.start()
-    with obs.forward_range():
+    with obs.call():
         torch.ones(4).relu()
     obs.stop()
     print("after the session", file=sys.stderr)  # stderr still works afterwards

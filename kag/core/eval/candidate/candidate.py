@@ -204,6 +204,10 @@ class Harness:
         import torch
 
         self.set_grad = torch._C._set_grad_enabled
+        self.tensor_type = torch.Tensor
+        from kag.core.eval.candidate.checks import iter_tensors
+
+        self.iter_tensors = iter_tensors
         self.ctrl, self.go_fd, self.done_fd = ctrl, go_fd, done_fd
         self.dumps = dumps
         self.device = "cpu"
@@ -308,8 +312,9 @@ class Harness:
         self.describer.clear()
         if self.null_work is not None:
             self.null_work.fill_(1.0)
-        with self.observer.null_range() if self.observer else _null():
-            pass
+        if self.observer is not None:
+            self.observer.enter_null()
+            self.observer.exit_null()
         self.answer(word)
 
     def call(self, word: bytes, index: int) -> None:
@@ -328,17 +333,23 @@ class Harness:
                 self.window_mark = self.observer.window_range()
                 self.window_mark.__enter__()
         self.set_grad(False)
-        with self.observer.forward_range() if self.observer else _null():
+        observer = self.observer
+        if observer is not None:
+            observer.enter_call()
+        try:
             started = self.clock()
             out = self.forward(*self.sets[index])
             returned = self.clock()
             self.outputs.append(plain_output(out, self.device == "cpu"))
-        if self.observer is not None:
-            self.observer.call_returned()
+        finally:
+            if observer is not None:
+                observer.exit_call()
         if self.device != "cpu":  # where the output is: described as it returns, not in the end's time
-            from kag.core.eval.candidate.checks import iter_tensors
-
-            self.describer.add(iter_tensors(self.outputs[-1]))
+            last = self.outputs[-1]
+            if type(last) is self.tensor_type:
+                self.describer.add_tensor(last)
+            else:
+                self.describer.add(self.iter_tensors(last))
         self.answer(word)
         left = self.clock()
         if len(self.path) < PATH_SAMPLES:

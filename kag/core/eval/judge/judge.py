@@ -21,7 +21,9 @@ import secrets
 import shutil
 import signal
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import attrs
@@ -407,6 +409,13 @@ def judge_main(conn: Any) -> None:
             import torch._dynamo  # noqa: F401 - imported here, the fork hands it over (a second saved)
         except ImportError:
             pass
+        from kag.core.eval.candidate import op_counter
+        from kag.core.eval.judge import op_counter_lib
+
+        # loaded before the forks: the candidate and the baseline runner count operators with one library
+        counter_dir = tempfile.mkdtemp(prefix="kag-opc-")
+        op_counter.LOADED, how = op_counter_lib.load(folder=Path(counter_dir))
+        mark("judge", f"operator counter: {how if op_counter.LOADED is None else 'loaded (' + how + ')'}")
 
     from kag.core.trust.isolation import candidate_plan
     from kag.core.eval.judge.timing import device_info
@@ -426,7 +435,7 @@ def judge_main(conn: Any) -> None:
         import multiprocessing.util
 
         # the orchestrator removes these after a Ctrl-C kills us (multiprocessing's: made after the forks)
-        conn.send(("candidate", early.pid, plan.tmp_dir, capture.dir, multiprocessing.util.get_temp_dir()))
+        conn.send(("candidate", early.pid, plan.tmp_dir, capture.dir, multiprocessing.util.get_temp_dir(), counter_dir))
         msg = conn.recv()
     except (EOFError, OSError):  # the orchestrator went away before using this judge (warm, unused, a Ctrl-C)
         msg = None
@@ -437,6 +446,7 @@ def judge_main(conn: Any) -> None:
         early.close(grace_s=0.0)
         capture.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
+        shutil.rmtree(counter_dir, ignore_errors=True)
 
     if not isinstance(msg, tuple) or msg[0] != "spec":  # a warm judge no evaluation took
         end_children()
@@ -538,6 +548,7 @@ def judge_main(conn: Any) -> None:
         if judge is not None and judge.calls.reader is not None:
             judge.calls.reader.close()
         shutil.rmtree(plan.tmp_dir, ignore_errors=True)
+        shutil.rmtree(counter_dir, ignore_errors=True)
         report.candidate_output = capture.close()
         report.durations_s["judge"] = round(time.perf_counter() - start, 3)
         # JSON text, not pickled objects: a torch type left in the report would make the

@@ -709,6 +709,8 @@ class CandidateCalls:
                                 "kernels": len(obs.kernels), "error": obs.error}
         if obs.recorder:
             self.report.observed["kernel_records"] = obs.recorder
+        if obs.operators:
+            self.report.observed["operators"] = obs.operators
         if obs.post_ops:  # solution code ran when an output was asked for: the work after the call
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(obs.post_ops.items())[:5])
             self.report.violations.append({"guard": "evaluator", "detail": (

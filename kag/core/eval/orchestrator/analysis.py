@@ -35,7 +35,7 @@ def _analyse(code: str, device: str, compile_mode: str, iters: int) -> dict[str,
     from torch.profiler import ProfilerActivity, profile
 
     from kag.core.tasks import load_module
-    from kag.core.eval.candidate.observe import quiet_stderr
+    from kag.core.eval.candidate.profiler_events import quiet_stderr
     from kag.core.eval.judge.timing import Clock
 
     ns = load_module(code, "model.py")

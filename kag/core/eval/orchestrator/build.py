@@ -85,12 +85,16 @@ def cache_root(cache_dir: Path | str | None = None) -> Path:
 def trusted_stores(cache_dir: Path | str | None = None) -> list[str]:
     """The folders no confined process may read, whatever read rule would cover them: the cache
     (signed objects and baselines, its key) and the precompiled-header store (its own key; a header
-    forged there would be compiled into every later binding unit, under keys of clean sources)."""
+    forged there would be compiled into every later binding unit, under keys of clean sources) and
+    the operator counter's store (its own key; a library forged there would run in every later
+    candidate and baseline runner)."""
+    from kag.core.eval.judge import op_counter_lib
     from kag.core.eval.orchestrator import pch
 
     stores = [str(cache_root(cache_dir))]
     if os.environ.get("KAG_PCH_DIR") != pch.OFF:
         stores.append(str(pch.pch_root()))
+    stores.append(str(op_counter_lib.counter_root()))
     return stores
 
 

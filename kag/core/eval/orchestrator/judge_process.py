@@ -36,7 +36,8 @@ JUDGES_PER_EPISODE = 2
 # KAG_KERNEL_RECORDER: the candidate's and runner's kernel records (kag.core.eval.candidate.observe; an A/B
 # of it was void without it too)
 JUDGE_ENV = ("HOME", "XDG_CACHE_HOME", "KAG_CACHE_DIR", "KAG_CONFINE", "TMPDIR", "KAG_LOCK_DIR", "KAG_BELL",
-             "RAY_TMPDIR", "KAG_TIMELINE", "KAG_PCH_DIR", "KAG_TIMED_NICE", "KAG_KERNEL_RECORDER")
+             "RAY_TMPDIR", "KAG_TIMELINE", "KAG_PCH_DIR", "KAG_TIMED_NICE", "KAG_KERNEL_RECORDER",
+             "KAG_OBSERVER", "KAG_OP_COUNTER_DIR", "CXX")
 
 
 def failed_report(kind: str, error: str) -> JudgeReport:
@@ -178,7 +179,7 @@ class JudgeProcess:
             self.candidate_tmp = msg[2] if len(msg) > 2 else None
             from kag.core import scratch
 
-            for folder, prefix in zip(msg[2:5], ("kag-cand-", "kag-out-", "pymp-")):  # removed by the judge, or by
+            for folder, prefix in zip(msg[2:6], ("kag-cand-", "kag-out-", "pymp-", "kag-opc-")):  # removed by the judge, or by
                 if isinstance(folder, str) and os.path.isabs(folder) \
                         and os.path.basename(folder).startswith(prefix):  # a Ctrl-C's sweep after a kill
                     scratch.remember(folder)

@@ -75,7 +75,8 @@ def test_calls_that_overlap_on_the_gpu_are_counted_per_window():
 def test_the_profilers_events_and_the_recorders_records_give_the_same_counts():
     """One scenario both ways: two windows of four calls, the second window's calls overlapping and
     its last call idle (kernels in ns; the profiler's CPU events on the harness's thread 1)."""
-    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE, Event, summarize_events
+    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE
+    from kag.core.eval.candidate.profiler_events import Event, summarize_events
 
     kernels = sequential() + [(20_000 + 1000 * i, 20_000 + 1000 * i + 5000, HARNESS, 5 + i) for i in range(3)]
     by_records, _ = verdict(records(kernels), 8, [1] * 4 + [2] * 4)
@@ -132,6 +133,7 @@ def _cuda() -> bool:
 
 
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+@pytest.mark.usefixtures("observer_kind")  # beside torch.profiler's CPU session, and beside kag's counter alone
 def test_the_observer_records_kernels_with_its_own_recorder_on_a_gpu(monkeypatch):
     """The observer as the harness drives it (windows of calls, each call marked), then a thread of
     its own launching: every kernel a call launched is attributed to it, the thread's launch is
@@ -150,9 +152,8 @@ def test_the_observer_records_kernels_with_its_own_recorder_on_a_gpu(monkeypatch
     for _ in range(3):
         with obs_session.window_range():
             for _ in range(4):
-                with obs_session.forward_range():
+                with obs_session.call():
                     torch.relu(x)
-                obs_session.call_returned()
             torch.cuda.synchronize()
     worker = threading.Thread(target=lambda: (torch.relu(x), torch.cuda.synchronize()))
     worker.start()
@@ -167,6 +168,7 @@ def test_the_observer_records_kernels_with_its_own_recorder_on_a_gpu(monkeypatch
 
 
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+@pytest.mark.usefixtures("observer_kind")  # beside torch.profiler's CPU session, and beside kag's counter alone
 def test_calls_overlapping_on_two_streams_are_seen_by_the_recorder(monkeypatch):
     import torch
 
@@ -181,11 +183,10 @@ def test_calls_overlapping_on_two_streams_are_seen_by_the_recorder(monkeypatch):
     assert session.recorder is not None, session.error
     with session.window_range():
         for i in range(8):
-            with session.forward_range():
+            with session.call():
                 with torch.cuda.stream(streams[i % 2]):
                     for _ in range(4):
                         torch.sin(x)
-            session.call_returned()
         torch.cuda.synchronize()
     obs = session.stop()
     assert obs.error is None, obs.error
