@@ -59,12 +59,25 @@ def own_lock_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def op_counter_library(tmp_path_factory):
-    """kag's operator counter, compiled and loaded in this process as the judge does it (a C++
-    compiler and torch's headers are part of what the tests need)."""
+def op_counter_store(tmp_path_factory):
+    """A store holding kag's operator counter, compiled once for the session (a C++ compiler and torch's
+    headers are part of what the tests need)."""
     from kag.core.eval.judge import op_counter_lib
 
-    lib, how = op_counter_lib.load(tmp_path_factory.mktemp("op-counter"))
+    root = tmp_path_factory.mktemp("op-counter")
+    data, how = op_counter_lib.library_bytes(root)
+    if data is None:
+        pytest.fail(f"kag's operator counter did not build: {how}")
+    return root
+
+
+@pytest.fixture(scope="session")
+def op_counter_library(op_counter_store, tmp_path_factory):
+    """The counter loaded in this process as the judge does it. One copy for the session: a test that
+    drives it out of order (its ``broken`` count is never reset) loads its own copy instead."""
+    from kag.core.eval.judge import op_counter_lib
+
+    lib, how = op_counter_lib.load(op_counter_store, tmp_path_factory.mktemp("op-counter-lib"))
     if lib is None:
         pytest.fail(f"kag's operator counter did not load: {how}")
     return lib

@@ -308,14 +308,23 @@ class Harness:
     def null_call(self, word: bytes) -> None:
         """A null window's call: the last window's outputs dropped, the harness's fill kernel (outside
         the range: not an op of forward) and an empty range, answered as a call is."""
-        self.outputs = []
-        self.describer.clear()
+        self.drop_outputs()
         if self.null_work is not None:
             self.null_work.fill_(1.0)
         if self.observer is not None:
             self.observer.enter_null()
             self.observer.exit_null()
         self.answer(word)
+
+    def drop_outputs(self) -> None:
+        """The last window's outputs let go, inside the hand-over's range: whatever that runs (a finalizer
+        of the solution's on them) is counted as work done handing an output over, not lost between calls."""
+        if self.observer is None:
+            self.outputs = []
+        else:
+            with self.observer.post_range():
+                self.outputs = []
+        self.describer.clear()
 
     def call(self, word: bytes, index: int) -> None:
         """One call of forward on staged input set ``index``; the first of a window drops the last
@@ -326,8 +335,7 @@ class Harness:
         if index >= len(self.sets):
             raise RuntimeError(f"protocol: call {index} of a window but {len(self.sets)} input sets")
         if index == 0:
-            self.outputs = []
-            self.describer.clear()
+            self.drop_outputs()
             self.window_start = self.clock()
             if self.observer is not None:
                 self.window_mark = self.observer.window_range()
@@ -508,6 +516,7 @@ class Harness:
 
     def load(self, spec: CandidateSpec) -> None:
         """Import model_new.py (the first solution code this process runs) and build ModelNew."""
+        from kag.core.eval.candidate import observe, op_counter, profiler_events  # noqa: F401 - in the snapshot
         from kag.core.eval.candidate.checks import snapshot_identities
 
         _, init_inputs = _task_and_init_inputs(spec)

@@ -85,11 +85,18 @@ _WATCHED = (
     "sys.exit", "os._exit", "os.kill", "pickle.dumps", "pickle.loads",
     "multiprocessing.connection.Connection.send", "multiprocessing.connection.Connection.send_bytes",
     "multiprocessing.connection.Connection.recv", "multiprocessing.connection.Connection.recv_bytes",
+    # the observer's summaries (a tripwire: what they report is the candidate's process's word anyway)
+    "kag.core.eval.candidate.observe.summarize_counts", "kag.core.eval.candidate.observe.CallObserver.stop",
+    "kag.core.eval.candidate.observe.CallObserver.enter_call", "kag.core.eval.candidate.observe.CallObserver.exit_call",
+    "kag.core.eval.candidate.op_counter.OpCounter.stop", "kag.core.eval.candidate.op_counter.parse_report",
+    "kag.core.eval.candidate.profiler_events.summarize_events",
 )
 _WATCHED_MODULES = ("torch", "torch.cuda", "torch.nn", "torch.nn.functional", "time", "builtins", "sys",
                     "os", "pickle", "multiprocessing", "multiprocessing.connection", "kag", "kag.core",
                     "kag.core.eval.orchestrator.guarding", "kag.core.eval.candidate.checks",
-                    "kag.core.eval.candidate.candidate", "kag.core.eval.judge.timing", "kag.core.eval.candidate.channel")
+                    "kag.core.eval.candidate.candidate", "kag.core.eval.judge.timing", "kag.core.eval.candidate.channel",
+                    "kag.core.eval.candidate.observe", "kag.core.eval.candidate.op_counter",
+                    "kag.core.eval.candidate.profiler_events")
 
 
 def _lookup(path: str) -> Any:

@@ -104,6 +104,7 @@ class CallObserver:
         self.recorder: Any = None  # kag.core.eval.candidate.kernel_records.KernelRecorder, on a GPU
         self.counter: Any = None  # kag.core.eval.candidate.op_counter.OpCounter, where the judge loaded it
         self.windows = 0
+        self.nulls = 0  # null calls (the counter checks its own count of them)
         self.call_window: list[int] = []  # the window of each call (the recorder's ids are 1, 2, ...)
 
     def start(self) -> None:
@@ -223,6 +224,7 @@ class CallObserver:
         """As costly as ``enter_call``, around a null window's call (nothing in it): not a call of
         forward, so not counted among a window's calls."""
         if self.counter is not None:
+            self.nulls += 1
             self.counter.begin(MARK_ID if self.recorder is not None else 0, 1)
         elif self._prof is not None:
             self._open = self._range_type(NULL_RANGE)
@@ -273,7 +275,7 @@ class CallObserver:
                 obs.error = f"the kernel recorder failed: {type(exc).__name__}: {exc}"
             self.recorder = None
         if self.counter is not None:
-            summarize_counts(self.counter.stop(), obs)
+            summarize_counts(self.counter.stop(), obs, self.nulls)
             self.counter = None
         elif self._prof is not None:
             from kag.core.eval.candidate.profiler_events import (python_markers, quiet_stderr, raw_events,
@@ -299,16 +301,22 @@ class CallObserver:
         return obs
 
 
-def summarize_counts(counts: Any, obs: Observations) -> None:
+def summarize_counts(counts: Any, obs: Observations, nulls: int = 0) -> None:
     """Fill ``obs`` from the operator counter's counts (kag.core.eval.candidate.op_counter.Counts) as
     ``summarize_events`` does from the profiler's: operators and torch.compile markers inside calls
     of forward or on any other thread, operators while an output was handed over. Each call marks
-    its begin and end, exactly: fewer means the counter was blinded (its callback removed, or restarted),
-    more that the solution ended or began calls of its own through the library's entry points."""
-    if counts.markers != 2 * obs.calls or counts.broken:
-        obs.error = obs.error or (f"the operator counter saw {counts.markers} of the {2 * obs.calls} marks of "
-                                  f"the {obs.calls} calls of forward, {counts.broken} out of order (its callback "
-                                  "was removed or restarted, or the solution drove it)")
+    its begin and end, and the calls and null calls begun and ended must be the harness's, exactly: fewer
+    marks means the counter was blinded (its callback removed, or restarted), other counts that the
+    solution began or ended calls of its own through the library's entry points."""
+    if counts.error:
+        obs.error = obs.error or counts.error
+    elif (counts.markers != 2 * obs.calls or counts.broken or counts.calls_begun != obs.calls
+          or counts.calls_ended != obs.calls or counts.nulls_begun != nulls or counts.nulls_ended != nulls):
+        obs.error = obs.error or (
+            f"the operator counter saw {counts.markers} of the {2 * obs.calls} marks of the {obs.calls} calls of "
+            f"forward, calls begun/ended {counts.calls_begun}/{counts.calls_ended}, null calls "
+            f"{counts.nulls_begun}/{counts.nulls_ended} of {nulls}, {counts.broken} out of order or from another "
+            "thread (its callback was removed or restarted, or the solution drove it)")
     for table in (counts.call, counts.thread):
         for name, n in table.items():
             if name in HARNESS_RANGES:

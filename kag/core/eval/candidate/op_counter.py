@@ -18,19 +18,68 @@ from typing import Any
 import attrs
 
 LOADED: Any = None  # the judge's ctypes.CDLL of the library, inherited through the fork; None: not loaded
-REPORT_BYTES = 1 << 20
+REPORT_BYTES = 64 << 20  # more is not a report the harness made
 
 
 @attrs.define
 class Counts:
     """One session's counts: by name inside calls of forward (harness's thread), on any other thread,
-    during the hand-over of an output; ``markers``: the calls' own begin and end marks seen."""
+    during the hand-over of an output; the calls' own marks seen (``markers``: a begin and an end a call,
+    through RecordFunction), calls and null calls begun and ended through the entry points, and entry
+    points used out of order or from another thread (``broken``: the harness never does). ``error``: the
+    report could not be read whole."""
 
     call: dict[str, int] = attrs.field(factory=dict)
     thread: dict[str, int] = attrs.field(factory=dict)
     post: dict[str, int] = attrs.field(factory=dict)
     markers: int = 0
-    broken: int = 0  # calls begun inside a call or ended outside one (the harness never does either)
+    calls_begun: int = 0
+    calls_ended: int = 0
+    nulls_begun: int = 0
+    nulls_ended: int = 0
+    broken: int = 0
+    error: str | None = None
+
+
+TOTALS = ("markers", "calls_begun", "calls_ended", "nulls_begun", "nulls_ended", "broken")
+
+
+def parse_report(text: str) -> Counts:
+    """The library's report: its totals, one line per name and place, and an end line with the count of
+    the lines before it. Names reach here with control and non-ASCII characters replaced."""
+    counts = Counts()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or not lines[-1].startswith("end\t\t"):
+        counts.error = "the operator counter's report has no end line"
+        return counts
+    try:
+        expected = int(lines[-1][5:])
+    except ValueError:
+        expected = -1
+    if expected != len(lines) - 1:
+        counts.error = f"the operator counter's report has {len(lines) - 1} lines, its end line says {expected}"
+        return counts
+    for line in lines[:-1]:
+        place, _, rest = line.partition("\t")
+        name, _, n = rest.rpartition("\t")
+        try:
+            value = int(n)
+        except ValueError:
+            value = -1
+        if value < 0:
+            counts.error = f"the operator counter's report has an unreadable line: {line[:80]!r}"
+            return counts
+        if place in TOTALS and name == "":
+            setattr(counts, place, value)
+        elif place in ("call", "thread", "post"):
+            table = getattr(counts, place)
+            table[name] = table.get(name, 0) + value
+        else:
+            counts.error = f"the operator counter's report has an unknown line: {line[:80]!r}"
+            return counts
+    return counts
 
 
 class OpCounter:
@@ -65,22 +114,12 @@ class OpCounter:
 
     def stop(self) -> Counts:
         self.lib.kag_counter_stop()
-        size = self.lib.kag_counter_report(None, 0) + 1
-        buf = ctypes.create_string_buffer(min(max(size, 64), REPORT_BYTES * 64))
-        self.lib.kag_counter_report(buf, len(buf))
-        counts = Counts()
-        for line in buf.value.decode("utf-8", "replace").splitlines():
-            place, _, rest = line.partition("\t")
-            name, _, n = rest.rpartition("\t")
-            try:
-                value = int(n)
-            except ValueError:
-                continue
-            if place == "markers":
-                counts.markers = value
-            elif place == "broken":
-                counts.broken = value
-            elif place in ("call", "thread", "post"):
-                table = getattr(counts, place)
-                table[name] = table.get(name, 0) + value
-        return counts
+        for _ in range(3):  # the report may grow between asking its size and reading it (other threads)
+            size = self.lib.kag_counter_report(None, 0)
+            if size < 0 or size > REPORT_BYTES:
+                return Counts(error=f"the operator counter's report is {size} bytes")
+            buf = ctypes.create_string_buffer(size + 4096)
+            n = self.lib.kag_counter_report(buf, len(buf))
+            if n < len(buf):
+                return parse_report(buf.raw[:n].decode("ascii", "replace"))
+        return Counts(error="the operator counter's report kept growing as it was read")

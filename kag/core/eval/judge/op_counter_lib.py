@@ -43,22 +43,25 @@ SOURCE = r"""
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 namespace {
 enum Where { IN_CALL = 0, ON_THREAD = 1, IN_POST = 2, PLACES = 3 };
 enum State { OUTSIDE = 0, CALL = 1, POST = 2, NULL_CALL = 3 };
 const char MARKER[] = "kag::forward";
-thread_local bool harness = false;  // the thread that started the counter (the harness's)
-thread_local int state = OUTSIDE;
-thread_local bool emitting = false;  // the harness's own marker is being recorded (not a name the solution chose)
+const size_t MAX_NAME = 200;  // longer names are cut (a name is reported on one line, control characters replaced)
+std::atomic<bool> owned{false};
+std::thread::id owner;  // the thread that first started the counter (the harness's); set once
+std::atomic<long> handle{0};
+int state = OUTSIDE;  // the owner's (only the owner changes it)
+bool emitting = false;  // the owner is recording the harness's own marker (not a name the solution chose)
 struct Entry { std::string name; long n; };
 std::mutex mu;
 std::unordered_map<const char*, Entry> by_pointer[PLACES];  // the fast path: a name's storage
 std::map<std::string, long> spilled[PLACES];  // names whose storage came to hold another name
-std::atomic<long> markers{0};
-std::atomic<long> broken{0};  // a call begun inside another, or ended outside one: the solution drove these
-at::CallbackHandle handle = 0;
+std::atomic<long> markers{0}, calls_begun{0}, calls_ended{0}, nulls_begun{0}, nulls_ended{0};
+std::atomic<long> broken{0};  // entry points used out of order or from another thread: never reset
 typedef int (*push_fn)(int, uint64_t);
 typedef int (*pop_fn)(int, uint64_t*);
 push_fn push = nullptr;
@@ -66,13 +69,21 @@ pop_fn pop = nullptr;
 int external_kind = 0;
 uint64_t popped = 0;
 
+bool on_owner() { return owned.load() && std::this_thread::get_id() == owner; }
+
+std::string clean(const char* name) {
+  std::string out(name, strnlen(name, MAX_NAME));
+  for (auto& c : out) if ((unsigned char)c < 0x20 || (unsigned char)c == 0x7f || (unsigned char)c >= 0x80) c = '?';
+  return out;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (emitting) {
-    if (harness && state == CALL) markers.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
   int where;
-  if (harness) {
+  if (on_owner()) {
+    if (emitting) {
+      if (state == CALL) markers.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
     if (state == CALL) where = IN_CALL;
     else if (state == POST) where = IN_POST;
     else return nullptr;
@@ -85,12 +96,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   auto& table = by_pointer[where];
   auto it = table.find(name);
   if (it == table.end()) {
-    table.emplace(name, Entry{std::string(name), 1});
-  } else if (it->second.name == name) {
+    table.emplace(name, Entry{clean(name), 1});
+  } else if (std::strncmp(it->second.name.c_str(), name, MAX_NAME) == 0 || it->second.name == clean(name)) {
     it->second.n++;
   } else {  // freed and reused storage: keep what it counted under its own name
     spilled[where][it->second.name] += it->second.n;
-    it->second = Entry{std::string(name), 1};
+    it->second = Entry{clean(name), 1};
   }
   return nullptr;
 }
@@ -101,38 +112,55 @@ void marker() {  // a range of the harness's own inside the call: seen only whil
   if (guard.isActive()) guard.before(MARKER);
   emitting = false;
 }
+
+bool refused() {  // an entry point called from a thread that is not the harness's
+  if (on_owner()) return false;
+  broken.fetch_add(1);
+  return true;
+}
 }  // namespace
 
 extern "C" int kag_counter_start(void* push_entry, void* pop_entry, int kind) {
+  bool expected = false;
+  if (owned.compare_exchange_strong(expected, true)) owner = std::this_thread::get_id();
+  if (refused()) return 1;
+  if (handle.load() != 0 || state != OUTSIDE) {  // a session running, or a call: not the harness's start
+    broken.fetch_add(1);
+    return 1;
+  }
   std::lock_guard<std::mutex> guard(mu);
   for (int i = 0; i < PLACES; i++) { by_pointer[i].clear(); spilled[i].clear(); }
-  markers = 0;
-  broken = 0;
-  harness = true;
-  state = OUTSIDE;
+  markers = calls_begun = calls_ended = nulls_begun = nulls_ended = 0;
   push = (push_fn)push_entry;
   pop = (pop_fn)pop_entry;
   external_kind = kind;
-  handle = at::addGlobalCallback(at::RecordFunctionCallback(on_start).needsInputs(false).needsOutputs(false));
-  return handle != 0 ? 0 : 1;
+  handle = (long)at::addGlobalCallback(at::RecordFunctionCallback(on_start).needsInputs(false).needsOutputs(false));
+  return handle.load() != 0 ? 0 : 1;
 }
 
 extern "C" void kag_counter_stop() {
-  if (handle != 0) at::removeCallback(handle);
+  if (refused()) return;
+  if (state != OUTSIDE) broken.fetch_add(1);
+  if (handle.load() != 0) at::removeCallback((at::CallbackHandle)handle.load());
   handle = 0;
   state = OUTSIDE;
 }
 
 // a call of forward (id > 0: the kernel recorder's id for it) or a null call (null != 0), each as costly
 extern "C" void kag_call_begin(uint64_t id, int null_call) {
-  if (state != OUTSIDE) broken.fetch_add(1, std::memory_order_relaxed);
+  if (refused()) return;
+  if (state != OUTSIDE) broken.fetch_add(1);
+  (null_call ? nulls_begun : calls_begun).fetch_add(1);
   if (push != nullptr) push(external_kind, id);
   state = null_call ? NULL_CALL : CALL;
   marker();
 }
 
 extern "C" void kag_call_end() {
-  if (state != CALL && state != NULL_CALL) broken.fetch_add(1, std::memory_order_relaxed);
+  if (refused()) return;
+  if (state == CALL) calls_ended.fetch_add(1);
+  else if (state == NULL_CALL) nulls_ended.fetch_add(1);
+  else broken.fetch_add(1);
   marker();
   state = OUTSIDE;
   if (pop != nullptr) pop(external_kind, &popped);
@@ -140,27 +168,37 @@ extern "C" void kag_call_end() {
 
 // the hand-over of an output, between calls only (a call that ends its own state here is still in its call)
 extern "C" void kag_post(int on) {
+  if (refused()) return;
   if (state == OUTSIDE || state == POST) state = on ? POST : OUTSIDE;
+  else broken.fetch_add(1);
 }
 
-// "place<TAB>name<TAB>count" lines, then "markers<TAB><TAB>count" and "broken<TAB><TAB>count"; the bytes it
-// needs, written up to size
+// the totals first ("<name><TAB><TAB><count>"), then "place<TAB>name<TAB>count" lines, then "end<TAB><TAB><lines>";
+// the bytes it needs, written up to size
 extern "C" long kag_counter_report(char* out, long size) {
   std::lock_guard<std::mutex> guard(mu);
   static const char* places[PLACES] = {"call", "thread", "post"};
   std::string text;
+  long lines = 0;
+  for (auto& kv : {std::make_pair("markers", markers.load()), std::make_pair("calls_begun", calls_begun.load()),
+                   std::make_pair("calls_ended", calls_ended.load()), std::make_pair("nulls_begun", nulls_begun.load()),
+                   std::make_pair("nulls_ended", nulls_ended.load()), std::make_pair("broken", broken.load())}) {
+    text += std::string(kv.first) + "\t\t" + std::to_string(kv.second) + "\n";
+    lines++;
+  }
   for (int i = 0; i < PLACES; i++) {
     std::map<std::string, long> merged(spilled[i]);
     for (auto& kv : by_pointer[i]) merged[kv.second.name] += kv.second.n;
-    for (auto& kv : merged) text += std::string(places[i]) + "\t" + kv.first + "\t" + std::to_string(kv.second) + "\n";
+    for (auto& kv : merged) {
+      text += std::string(places[i]) + "\t" + kv.first + "\t" + std::to_string(kv.second) + "\n";
+      lines++;
+    }
   }
-  text += "markers\t\t" + std::to_string(markers.load()) + "\n";
-  text += "broken\t\t" + std::to_string(broken.load()) + "\n";
+  text += "end\t\t" + std::to_string(lines) + "\n";
   long n = (long)text.size();
-  if (out != nullptr && size > 0) {
-    long k = n < size - 1 ? n : size - 1;
-    std::memcpy(out, text.data(), (size_t)k);
-    out[k] = 0;
+  if (out != nullptr && size > n) {
+    std::memcpy(out, text.data(), (size_t)n);
+    out[n] = 0;
   }
   return n;
 }

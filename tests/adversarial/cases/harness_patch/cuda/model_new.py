@@ -7,7 +7,7 @@ import kag.core.eval.candidate.checks as checks
 import kag.core.eval.candidate.observe as observe
 import kag.core.eval.candidate.profiler_events as profiler_events
 
-observe.summarize_counts = lambda counts, obs: None
+observe.summarize_counts = lambda counts, obs, nulls=0: None
 profiler_events.summarize_events = lambda events, obs: None
 profiler_events.calls_of_windows = lambda events, marks, obs, launch_of: None
 checks.compare_identities = lambda snapshot, guard="no-tampering": []
