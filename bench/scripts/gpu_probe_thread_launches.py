@@ -53,7 +53,9 @@ def main() -> None:
     import torch
     from torch.utils.cpp_extension import load_inline
 
-    from kag.core.eval.candidate.observe import HARNESS_RANGES, CallObserver, Observations
+    from kag.core.eval.candidate.observe import CallObserver
+
+    from kag.core.eval.candidate.observations import HARNESS_RANGES, Observations
 
     from kag.core.eval.candidate.profiler_events import launches, raw_events, summarize_events
 

@@ -72,7 +72,8 @@ print("RESULT " + json.dumps(out))
 THREADS = r'''
 import json, threading
 import torch
-from kag.core.eval.candidate.observe import CallObserver, HARNESS_RANGES
+from kag.core.eval.candidate.observe import CallObserver
+from kag.core.eval.candidate.observations import HARNESS_RANGES
 from kag.core.eval.candidate.profiler_events import raw_events, launches
 x = torch.randn(1 << 20, device="cuda"); torch.relu(x); torch.sigmoid(x); torch.cuda.synchronize()
 obs = CallObserver("cuda", kernels=True); obs.start()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kag.core.agent.environment import StepResult
     from kag.core.eval.orchestrator.evaluate import EvalOptions
     from kag.core.eval.orchestrator.guarding import RunInfo
-    from kag.core.eval.candidate.observe import Observations
+    from kag.core.eval.candidate.observations import Observations
     from kag.core.plugins import Plugins
     from kag.core.agent.policy import PolicyStep
     from kag.core.records import EvalResult, Message, Solution, Task, Violation

@@ -10,7 +10,8 @@ import torch
 
 from kag.core.eval.candidate.checks import compare_identities, count_poison, poison_allocator, snapshot_identities
 from kag.core.eval.orchestrator.guarding import RunInfo, run_observation_guards
-from kag.core.eval.candidate.observe import CallObserver, Observations
+from kag.core.eval.candidate.observe import CallObserver
+from kag.core.eval.candidate.observations import Observations
 from kag.plugins.guards.precision import PrecisionPolicy
 from kag.plugins.guards.provenance import KernelProvenance, classify_kernels
 from kag.plugins.guards.tampering import NoTampering
@@ -256,7 +257,7 @@ def test_a_kernel_launched_by_a_thread_of_the_solutions_is_hidden_work():
     thread's ranges and launches on thread 1, a std::thread's launch on thread 2 with no range open.
     Its launch lies in no call, so no call is charged with it (tests/adversarial overlap_threads
     read 0.76x eager and got reward 1)."""
-    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE
+    from kag.core.eval.candidate.observations import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE
     from kag.core.eval.candidate.profiler_events import Event, summarize_events
     from kag.plugins.guards.hidden_work import NoHiddenWork
 
@@ -294,7 +295,7 @@ def test_a_solution_thread_that_opens_the_harness_ranges_does_not_join_the_harne
     solution's that opens ``kag::window``/``kag::post`` and launches inside them passed as the
     harness, so its launches were nobody's. The harness is now the thread of the session's first
     mark, opened before any solution code could run in that session."""
-    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, POST_RANGE, WINDOW_RANGE
+    from kag.core.eval.candidate.observations import FORWARD_RANGE, HARNESS_MARK, POST_RANGE, WINDOW_RANGE
     from kag.core.eval.candidate.profiler_events import Event, summarize_events
     from kag.plugins.guards.hidden_work import NoHiddenWork
 

@@ -565,7 +565,7 @@ class Harness:
 
     def collect(self) -> None:
         """Stop the running session, if any, and keep its counts."""
-        from kag.core.eval.candidate.observe import Observations
+        from kag.core.eval.candidate.observations import Observations
 
         if self.observer is not None:
             found = self.observer.stop()
@@ -576,7 +576,7 @@ class Harness:
 
     def finish(self) -> None:
         from kag.core.eval.candidate.checks import compare_identities
-        from kag.core.eval.candidate.observe import Observations
+        from kag.core.eval.candidate.observations import Observations
         from kag.core.records import to_dict
 
         self.collect()

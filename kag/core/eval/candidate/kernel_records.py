@@ -250,12 +250,12 @@ MARK = 1 << 62  # the id pushed around the harness's own launch as a session sta
 
 
 def summarize_records(records: Records, call_window: list[int], obs: Any) -> None:
-    """Fill ``obs`` (kag.core.eval.candidate.observe.Observations) from one session's records, as
+    """Fill ``obs`` (kag.core.eval.candidate.observations.Observations) from one session's records, as
     the profiler's summary does from its events: kernels a call of forward launched, or any thread
     but the harness's (a thread the solution started works for it, whenever it runs), are the
     solution's; each call's kernels, window by window, give the cross-call counts. ``call_window``
     is the window of each call, by the id pushed for it (1, 2, ...)."""
-    from kag.core.eval.candidate.observe import count_windows
+    from kag.core.eval.candidate.observations import count_windows
 
     harness = {records.launch_thread[c] for c, call in records.launch_call.items()
                if call == MARK and c in records.launch_thread}

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import attrs
 
-from kag.core.eval.candidate.observe import (API_CALL, COMPILED_MARKERS, FORWARD_RANGE, HARNESS_MARK,
+from kag.core.eval.candidate.observations import (API_CALL, COMPILED_MARKERS, FORWARD_RANGE, HARNESS_MARK,
                                              HARNESS_POST_OPS, HARNESS_RANGES, POST_RANGE, WINDOW_RANGE,
                                              Observations, count_windows)
 

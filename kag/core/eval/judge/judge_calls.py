@@ -688,7 +688,7 @@ class CandidateCalls:
 
         from kag.core.eval.orchestrator.guarding import RunInfo, run_observation_guards
         from kag.core.eval.judge.judge_timing import cross_check
-        from kag.core.eval.candidate.observe import Observations
+        from kag.core.eval.candidate.observations import Observations
         from kag.core.records import from_dict
 
         reply, _ = cand.exchange(("finish", None), self.spec.timeouts.check_s, "stopping the observer",

@@ -9,7 +9,7 @@ import pytest
 
 from kag.core.eval.orchestrator.guarding import RunInfo
 from kag.core.eval.candidate.kernel_records import MARK, KernelRecord, Records, summarize_records
-from kag.core.eval.candidate.observe import Observations
+from kag.core.eval.candidate.observations import Observations
 from kag.plugins.guards.hidden_work import NoHiddenWork
 
 HARNESS, OTHER = 7001, 7002
@@ -75,7 +75,7 @@ def test_calls_that_overlap_on_the_gpu_are_counted_per_window():
 def test_the_profilers_events_and_the_recorders_records_give_the_same_counts():
     """One scenario both ways: two windows of four calls, the second window's calls overlapping and
     its last call idle (kernels in ns; the profiler's CPU events on the harness's thread 1)."""
-    from kag.core.eval.candidate.observe import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE
+    from kag.core.eval.candidate.observations import FORWARD_RANGE, HARNESS_MARK, WINDOW_RANGE
     from kag.core.eval.candidate.profiler_events import Event, summarize_events
 
     kernels = sequential() + [(20_000 + 1000 * i, 20_000 + 1000 * i + 5000, HARNESS, 5 + i) for i in range(3)]
