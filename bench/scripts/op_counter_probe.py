@@ -74,19 +74,17 @@ extern "C" int counter_names(char *out, int size) {
 
 
 def build(out_dir: Path) -> Path:
-    """The counter as a shared library against the torch this process imported (its headers, its
-    C++ ABI), linked to the libraries torch already loaded."""
-    import torch
-    from torch.utils.cpp_extension import include_paths, library_paths
+    """The probe's counter as a shared library, compiled as kag's own counter is
+    (kag.core.eval.judge.op_counter_lib.compile_command: the imported torch's headers, ABI and libraries)."""
+    from kag.core.eval.judge.op_counter_lib import compile_command
 
     src = out_dir / "op_counter.cpp"
     src.write_text(SOURCE)
     lib = out_dir / "op_counter.so"
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    cmd = [os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-           *[f"-I{p}" for p in include_paths()], str(src), "-o", str(lib),
-           *[f"-L{p}" for p in library_paths()], "-lc10", "-ltorch_cpu"]
-    subprocess.run(cmd, check=True)
+    command = compile_command(src, lib)
+    if command is None:
+        raise SystemExit("torch has no headers here: the counter cannot be built")
+    subprocess.run(command, check=True)
     return lib
 
 
