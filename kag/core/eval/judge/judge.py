@@ -38,7 +38,7 @@ from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
-BASELINE_METHOD = "judge-windows-observed-after-first-intercept"  # how a cached baseline was timed: entries of another method are not reused
+BASELINE_METHOD = "judge-windows-observed-after-first-intercept-steady-heap"  # how a cached baseline was timed: entries of another method are not reused
 
 
 class Judge:
@@ -386,6 +386,9 @@ def judge_main(conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle: it ends us
     set_dumpable(False)  # the candidate (same uid) cannot read this process's memory, environ or fds
     namespaces = evaluation_namespaces()  # first, while one thread: a mount namespace is per thread until then
+    from kag.core.eval.judge.heap import steady_heap
+
+    heap = steady_heap()  # before the forks: the candidate and the baseline runner allocate alike
     try:
         set_child_subreaper()  # orphans of the candidate come to us (swept when it ends)
     except OSError:
@@ -503,6 +506,7 @@ def judge_main(conn: Any) -> None:
         early.stop()
         report.confinement = list(prepared[1].get("layers", []))
         report.device = device_info(judge.device, spec.backend)
+        report.calibration["heap"] = heap
         report.durations_s["reference"] = round(time.perf_counter() - start, 3)
         mark("judge", "reference ready")
         conn.send(("phase", "loading the solution"))

@@ -94,6 +94,9 @@ def test_correct_solution_scores_and_baselines_are_cached(task, cache_dir):
     # a tiny task: its calls take about the path's own cost, and no call is credited as faster than
     # what the path's noise is worth per call (its resolution)
     resolution = first.metadata["calibration"]["resolution_ms"]
+    from kag.core.eval.judge.heap import POLICY
+
+    assert first.metadata["calibration"]["heap"] == POLICY  # both sides forked under one heap policy
     assert resolution > 0 and first.times_ms["candidate"] >= resolution - 1e-4
     if first.timing["candidate"].median_ms < resolution:
         assert first.times_ms["candidate"] == pytest.approx(resolution, abs=1e-4)
