@@ -133,17 +133,19 @@ class EvalState:
     def record_baselines(self, task: Task, options: EvalOptions, result: EvalResult) -> None:
         """Keep the baselines a container had to time (the judge times them before any solution code
         is imported, and the verdict's channel cannot be forged), for the next evaluations."""
-        from kag.plugin import BaselineCache, cache_key
+        from kag.core.eval.orchestrator.baseline_cache import baseline_key
+        from kag.plugin import BaselineCache
 
         status = result.metadata.get("baseline_cache") or {}
         device = result.device or {}
         if not device.get("name") or result.metadata.get("judge_error"):
             return
-        device_key = device["name"] + ("" if device.get("type") == "cuda" else f"/{device.get('threads')}t")
         for name in options.baselines:
-            if status.get(name) == "miss" and name in result.timing:
+            info = status.get(name) if isinstance(status.get(name), dict) else {}
+            # timed in the container and settled (its judge cannot write the mounted cache: not cached)
+            if info.get("status") == "miss" and not info.get("cached") and name in result.timing:
                 mode = options.compile_mode if name == "compile" else "default"
-                key = cache_key(task.code_hash, device_key, str(device.get("torch")), name, mode, options.num_timed)
+                key = baseline_key(task.code_hash, device, str(device.get("torch")), name, mode, options.num_timed)
                 BaselineCache(self.baselines).put(key, result.timing[name])
                 os.chmod(self.baselines / "baselines.json", 0o644)  # written 0600; containers read it
 

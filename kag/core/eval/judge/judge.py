@@ -38,7 +38,6 @@ from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
-BASELINE_METHOD = "judge-windows-observed-after-first-intercept-steady-heap"  # how a cached baseline was timed: entries of another method are not reused
 
 
 class Judge:
@@ -145,13 +144,12 @@ class Judge:
         each timed baseline's ``TimingConditions`` (none for a cache hit)."""
         import torch
 
-        from kag.core.eval.orchestrator.baseline_cache import BaselineCache, BaselineKey
+        from kag.core.eval.orchestrator.baseline_cache import BaselineCache, baseline_key
         from kag.core.eval.judge.timing import summarize
         from kag.core.eval.orchestrator.timing_lock import LoadMeter
 
         spec = self.spec
         info = self.report.device
-        device_key = info["name"] + ("" if self.cuda else f"/{info.get('threads')}t")
         cache = BaselineCache(spec.cache_dir)
         conditions: dict[str, Any] = {}
         with self.timing_slot().exclusive() as slot:
@@ -159,9 +157,7 @@ class Judge:
                 if names is not None and name not in names:
                     continue
                 start = time.perf_counter()
-                # "judge-windows": timed through the runner's windows (entries timed otherwise are not reused)
-                key = BaselineKey(spec.task_hash, device_key, torch.__version__, name, f"{mode}|{BASELINE_METHOD}",
-                                  spec.num_timed)
+                key = baseline_key(spec.task_hash, info, torch.__version__, name, mode, spec.num_timed)
                 loaded: list[bool] = []  # the runner holds this baseline, prepared once however often it is timed
                 meter = LoadMeter((self.runner.pid,) if self.runner is not None else ())
 

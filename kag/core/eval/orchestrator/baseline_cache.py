@@ -72,6 +72,24 @@ def cache_key(task_hash: str, device_name: str, torch_version: str, baseline: st
     return "|".join([task_hash, device_name, torch_version, baseline, mode or "-", str(num_timed)])
 
 
+# how a cached baseline was timed: entries of another method are not reused ("judge-windows": through the
+# runner's windows; "steady-heap": the runner forked under kag.core.eval.judge.heap's policy)
+BASELINE_METHOD = "judge-windows-observed-after-first-intercept-steady-heap"
+
+
+def device_key(device: dict[str, Any]) -> str:
+    """A judge report's device (kag.core.eval.judge.timing.device_info) as a key: a GPU by its name, a
+    CPU by its name and the threads torch used."""
+    return str(device.get("name")) + ("" if device.get("type") == "cuda" else f"/{device.get('threads')}t")
+
+
+def baseline_key(task_hash: str, device: dict[str, Any], torch_version: str, baseline: str, mode: str,
+                 num_timed: int) -> BaselineKey:
+    """The key a judge reads and writes a baseline under (and a sandbox that records a container's
+    timing for the next ones: kag.plugins.sandboxes.docker_eval)."""
+    return BaselineKey(task_hash, device_key(device), torch_version, baseline, f"{mode}|{BASELINE_METHOD}", num_timed)
+
+
 def median_error_ms(stats: TimingStats) -> float:
     """The standard error of the median of ``stats.n`` windows (the IQR / 1.349 estimates their
     spread; 1.2533 / sqrt(n) a median's share of it)."""
