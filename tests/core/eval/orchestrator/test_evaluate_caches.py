@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from kag.core.eval.orchestrator.baseline_cache import BaselineCache, BaselineKey
+from kag.core.eval.orchestrator.baseline_cache import BaselineCache
 from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
 from kag.core.records import Solution, Task, TimingStats
 from kag.core.eval.orchestrator.feedback import format_eval
@@ -43,7 +43,7 @@ except OSError as exc:
 def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tmp_path) -> None:
     import torch
 
-    from kag.core.eval.judge.judge import BASELINE_METHOD
+    from kag.core.eval.orchestrator.baseline_cache import baseline_key
     from kag.core.eval.judge.timing import device_info
 
     (tmp_path / "model.py").write_text(TASK_CODE)
@@ -52,8 +52,7 @@ def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tm
     opts = EvalOptions(backend="cpu", num_timed=5, warmup=1, num_checks=2, cache_dir=str(cache_dir), guards=(),
                        baselines=("eager",))
     info = device_info("cpu", "cpu")
-    key = BaselineKey(task.code_hash, f"{info['name']}/{info['threads']}t", torch.__version__, "eager",
-                      f"default|{BASELINE_METHOD}", 5)
+    key = baseline_key(task.code_hash, info, torch.__version__, "eager", "default", 5)
     # the evaluator's own settled timing, as an earlier evaluation cached it
     BaselineCache(cache_dir).put(key, TimingStats(0.2, 0.2, 0.19, 0.25, 0.01, 0.01, 5))
     solution = Solution(model_new=FORGER.model_new.replace("CACHE_DIR", repr(str(cache_dir))))
@@ -61,8 +60,12 @@ def test_a_solution_that_rewrites_the_baseline_cache_changes_no_later_verdict(tm
     before = (cache_dir / "baselines.json").read_bytes()
     first = evaluate(task, solution, opts)
     assert first.ok and first.reward.value == 1, (first.error, first.times_ms)
-    assert first.times_ms["eager"] == 0.2 and first.metadata["baseline_cache"]["eager"]["source"] == "cache"
-    assert re.search(r"eager: 0\.2000 ms median .*\(cached \d+ s ago, 5 runs\)", format_eval(first))
+    eager = first.metadata["baseline_cache"]["eager"]
+    if "retimed" in eager:  # other work on the CPUs while the candidate was timed: eager re-timed to match it
+        assert eager["retimed"]["first_ms"] == 0.2, eager  # ... after the cached entry was read
+    else:
+        assert first.times_ms["eager"] == 0.2 and eager["source"] == "cache", (eager, first.metadata["notes"])
+        assert re.search(r"eager: 0\.2000 ms median .*\(cached \d+ s ago, 5 runs\)", format_eval(first))
     # the first layer: the candidate cannot reach the cache (its sandbox hides it)
     assert (cache_dir / "baselines.json").read_bytes() == before
     # the second: what a process that could reach it wrote, MACs kept, is not believed
