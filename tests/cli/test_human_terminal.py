@@ -83,6 +83,7 @@ class Terminal:
             os.close(self.master)
 
 
+@pytest.mark.slow  # 61 s on 2 cores: a whole episode typed into a terminal
 def test_a_person_completes_an_episode_in_a_terminal(tmp_path):
     out = tmp_path / "run"
     term = Terminal([sys.executable, "-m", "kag.cli.main", "run", "--task", str(EXAMPLE / "model.py"),

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import default_sigint, run_kag
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -209,6 +211,7 @@ def _on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
     return proc.wait(), re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b"", buf).decode(errors="replace")
 
 
+@pytest.mark.slow  # 47 s on 2 cores; the line-per-phase output off a terminal runs in CI
 def test_long_commands_show_progress_on_a_terminal_and_not_when_quiet(tmp_path):
     """Also: kag run leaves the best solution and a summary in OUT."""
     replay = _replay_without_checks("sigmoid", tmp_path / "replay.json", drop=("utils/profiling.py",))

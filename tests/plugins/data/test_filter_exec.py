@@ -88,6 +88,7 @@ def test_cuda_pool_runs_one_worker_per_gpu():
     assert dict(filt.run([("good", GOOD)]))["good"]["ok"]
 
 
+@pytest.mark.slow  # 30 s: it holds the timing slot on purpose
 def test_a_task_waiting_for_a_held_timing_slot_is_not_timed_out():
     """Under load: 2 of 24 good tasks were rejected as `timeout` beside other kag processes, their
     clock counting the wait for the machine-wide timing slot. The clock now stops while a task waits

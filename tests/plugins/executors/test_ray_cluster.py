@@ -193,6 +193,7 @@ def test_ctrl_c_stops_kag_eval_on_its_own_local_ray_cluster(tmp_path):
 
 
 # -- kag data filter and the RL stages through the cluster ------------------------------------------
+@pytest.mark.slow  # 17 s; the RL stage through the cluster runs in CI
 def test_the_data_filter_on_the_cluster_gives_the_local_verdicts(cluster):
     """Batches of tasks, each checked on a worker by its own filter process: a task that kills that
     process is a worker_crash verdict as here, not a lost Ray worker."""
@@ -235,6 +236,7 @@ def test_a_session_lends_its_workers_to_threads_and_retries_a_killed_ones_job(cl
     assert _workers() == {}
 
 
+@pytest.mark.slow  # 41 s; the RL stage through the cluster runs in CI
 def test_a_kernel_environment_scores_on_the_cluster_as_it_does_here(cluster):
     from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
 
