@@ -11,9 +11,12 @@ Steadiness (``--repeat N``): the same solution scored N times, one evaluation af
 (baselines cached after the first, or timed afresh in each with ``--fresh-baselines``): the
 coefficient of variation of its speed-up; ``--reference-repeat M`` adds the independent clock's ratio
 in M fresh processes, so the spread kag reads can be set beside the spread the kernels really have.
+The reference processes run under the judge's heap policy (kag.core.eval.judge.heap), as the baseline
+runner and the candidate do; ``--reference-heap glibc`` leaves glibc's own (moving) thresholds.
 
     python bench/scripts/timing_fidelity.py [--backend cuda|cpu] [--only NAME,...] [--repeat N]
                                             [--compile] [--fresh-baselines] [--reference-repeat M]
+                                            [--reference-heap steady|glibc]
                                             [--out DIR]
 
 Runs on any machine with one NVIDIA GPU and CUDA torch (or any CPU with ``--backend cpu``). Prints
@@ -190,8 +193,8 @@ def wall_ms(model, make_inputs, iters: int) -> float:
 def reference_row(name: str, args: argparse.Namespace, cache_dir: str) -> dict:
     """The independent clock's times of eager and of the solution, in a fresh process."""
     proc = subprocess.run([sys.executable, __file__, "--backend", args.backend, "--reference-one", name,
-                           "--iters", str(args.iters)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "KAG_CACHE_DIR": cache_dir})  # the objects already built
+                           "--iters", str(args.iters), "--reference-heap", args.reference_heap],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "KAG_CACHE_DIR": cache_dir})  # the objects already built
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"error": f"reference clock failed: {proc.stderr[-300:]}"}
@@ -249,10 +252,16 @@ def main() -> int:
                         help="steadiness: time the baselines again in every evaluation (no cache)")
     parser.add_argument("--reference-repeat", type=int, default=0,
                         help="steadiness: the independent clock's ratio in this many fresh processes too")
+    parser.add_argument("--reference-heap", default="steady", choices=("steady", "glibc"),
+                        help="the reference processes' malloc policy: the judge's (default) or glibc's own")
     parser.add_argument("--out", default=os.environ.get("OUT", ""))
     parser.add_argument("--reference-one", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.reference_one:
+        if args.reference_heap == "steady":  # before torch allocates: as the judge does before its forks
+            from kag.core.eval.judge.heap import steady_heap
+
+            steady_heap()
         print(json.dumps(reference_clock(args.reference_one, args.backend, args.iters)))
         return 0
     names = [t[0] for t in TASKS + EXTRA_TASKS] if args.backend == "cuda" else CPU_TASKS
