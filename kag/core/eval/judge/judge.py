@@ -38,8 +38,6 @@ from kag.core.records import from_dict, to_dict
 from kag.core.trace import mark
 
 
-
-
 class Judge:
     """The reference, its inputs and seeds, the baselines; the calls of the candidate are driven by
     the ``CandidateCalls`` it holds (``self.calls``, kag.core.eval.judge.judge_calls)."""
