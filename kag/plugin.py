@@ -80,7 +80,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, ...]]] = {
                                    "guard_options", "needs_build", "static_violations"),
         "kag.core.eval.orchestrator.build": ("BuildResult", "BuildSetupError", "build_solution", "cache_key_material",
                                 "cache_root", "tool_version", "torch_info", "trusted_stores"),
-        "kag.core.eval.orchestrator.baseline_cache": ("BaselineCache", "cache_key"),
+        "kag.core.eval.orchestrator.baseline_cache": ("BaselineCache", "baseline_key", "cache_key"),
         "kag.core.eval.orchestrator.gpu_pool": ("cuda_home", "default_pool", "gpu_arch", "list_gpus", "pick_backend"),
         "kag.core.eval.orchestrator.timing_lock": ("TimingSlot", "host_work", "slot_name"),
         "kag.core.eval.orchestrator.judge_process": ("JUDGES_PER_EPISODE", "keep_judges_warm"),
@@ -146,7 +146,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from kag.core.data.synthesis import (CRAWL_CHOICES, CRAWL_SHAPES, SIZE_PROFILES, ComposedTask, ComposeError,
                                          CrawlResult, Seed, Step, SynthesisError, expand, fill_values, probe_output,
                                          render_task, sample_shape)
-    from kag.core.eval.orchestrator.baseline_cache import BaselineCache, cache_key
+    from kag.core.eval.orchestrator.baseline_cache import BaselineCache, baseline_key, cache_key
     from kag.core.eval.orchestrator.build import (BuildResult, BuildSetupError, build_solution, cache_key_material, cache_root,
                                      tool_version, torch_info, trusted_stores)
     from kag.core.eval.orchestrator.evaluate import (COMPILE_MODES, EvalOptions, backend_device, evaluate, finish_verdict,

@@ -133,8 +133,7 @@ class EvalState:
     def record_baselines(self, task: Task, options: EvalOptions, result: EvalResult) -> None:
         """Keep the baselines a container had to time (the judge times them before any solution code
         is imported, and the verdict's channel cannot be forged), for the next evaluations."""
-        from kag.core.eval.orchestrator.baseline_cache import baseline_key
-        from kag.plugin import BaselineCache
+        from kag.plugin import BaselineCache, baseline_key
 
         status = result.metadata.get("baseline_cache") or {}
         device = result.device or {}
