@@ -9,7 +9,7 @@ MiB comes from memory already mapped or from fresh pages (one fault for each 4 K
 the process allocated before: a property of its history, not of the code timed. On the 2-core VM
 an OpenMP ReLU over 4 MiB took 0.27-0.47 ms a call in some processes and 1.95-2.2 ms in others
 (665-675 page faults a call against 3; 3 of 8 plain processes in one series); through the judge an honest
-ReLU read 0.18-0.2x eager in 11 of 17 evaluations and 1.1-1.4x in the rest, and the baseline runner
+ReLU read 0.18-0.2x eager in 12 of 19 evaluations and 0.95-1.42x in the rest, and the baseline runner
 draws its own lot, so a speed-up was a ratio of two coin tosses. With the threshold fixed (which also
 stops glibc moving it) and the top kept, 10 of 10 processes took 0.35-0.5 ms.
 
