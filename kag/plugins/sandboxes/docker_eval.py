@@ -143,8 +143,8 @@ class EvalState:
             info = status.get(name) if isinstance(status.get(name), dict) else {}
             # timed in the container and settled (its judge cannot write the mounted cache: not cached)
             if info.get("status") == "miss" and not info.get("cached") and name in result.timing:
-                mode = options.compile_mode if name == "compile" else "default"
-                key = baseline_key(task.code_hash, device, str(device.get("torch")), name, mode, options.num_timed)
+                key = baseline_key(task.code_hash, device, str(device.get("torch")), name, options.baseline_mode(name),
+                                   options.num_timed)
                 BaselineCache(self.baselines).put(key, result.timing[name])
                 os.chmod(self.baselines / "baselines.json", 0o644)  # written 0600; containers read it
 

@@ -95,7 +95,7 @@ def resolve(options: EvalOptions, plugins: Plugins) -> EvalPlan:
     baselines = []
     for name in options.baselines:
         plugins.entry("baseline", name)
-        baselines.append((name, options.compile_mode if name == "compile" else "default"))
+        baselines.append((name, options.baseline_mode(name)))
     plan = EvalPlan(device=backend_device(options.backend, plugins), backend_name=options.backend,
                     tolerance=tolerance, guard_options=opts, guards=guards, baselines=baselines,
                     plugin_selection=plugins.names_selected(), guard_builtins=[], plugins=plugins)
