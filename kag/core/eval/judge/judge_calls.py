@@ -576,6 +576,8 @@ class CandidateCalls:
         """The gap after every window: refilling its sets and flushing, poisoning, and the outputs
         a window's re-checks capture (compared there too when they are too large to keep), measured,
         with a margin."""
+        from kag.core.eval.judge.judge_timing import check_slots
+
         t0 = time.perf_counter()
         for j in range(calls):
             self.judge.fill(self.sets[j], self.judge.make_inputs(self.judge.derived_seed("pause", j)))
@@ -584,7 +586,7 @@ class CandidateCalls:
         t0 = time.perf_counter()
         cand.exchange(("poison", None), self.spec.timeouts.check_s, "poisoning", expect="poisoned")
         poison_s = time.perf_counter() - t0
-        checks = max(1, math.ceil(3 * calls * self.recheck_p))
+        checks = max(1, check_slots(calls, self.recheck_p))
         per_check = self.capture_s + (0.0 if self.defer_checks else self.verify_s)
         if self.sample_plan is not None:  # a sampled capture, timed on the last window's outputs (the
             self.capture(0, sampled=True)  # second: the first loads the gather's kernels)
@@ -600,12 +602,15 @@ class CandidateCalls:
         to keep); then the memory the size of its outputs is poisoned."""
 
         def after(kind: str, calls: int, seeds: list[int], timing: Any) -> bool | None:
-            from kag.core.eval.judge.judge_timing import chosen_calls
+            from kag.core.eval.judge.judge_timing import window_checks
 
             self.window_ended(cand)
             chosen = False
             first, self.calls_seen = self.calls_seen, self.calls_seen + calls
-            for j in chosen_calls(calls, self.recheck_p):
+            picked, decoys = window_checks(calls, self.recheck_p, at_once=not self.defer_checks)
+            if not self.decoy_captures(decoys, calls, seeds, kind):
+                return None
+            for j in picked:
                 self.rechecked += 1
                 self.compared_at.append(first + j)
                 where = f"a {kind} call (one of those compared in secret)"
@@ -622,6 +627,23 @@ class CandidateCalls:
             return chosen
 
         return after
+
+    def decoy_captures(self, count: int, calls: int, seeds: list[int], kind: str) -> bool:
+        """``count`` captures of the last window's outputs that are not kept (the slots
+        ``check_slots`` fixes that no compared call filled): the same reads as a compared call's, so
+        the work after a window does not depend on how many were compared. An output that cannot be
+        read fails as it would have compared; compared at once, a decoy is compared too."""
+        rng = secrets.SystemRandom()
+        for _ in range(count):
+            j = rng.randrange(calls)
+            out = self.capture(j, sampled=self.sample_plan is not None)
+            where = f"a {kind} call (one of those compared in secret)"
+            mismatch = out if isinstance(out, str) else None if self.defer_checks else self.verify(out, seeds[j], where)
+            if mismatch is not None:
+                self.judge.fail("mismatch", f"{where}: {mismatch}")
+                return False
+            del out
+        return True
 
     def verify_pending(self, timing: Any) -> bool:
         """Compare the captured outputs (after the last window); a mismatch fails the evaluation."""

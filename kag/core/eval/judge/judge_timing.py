@@ -354,10 +354,36 @@ def recheck_probability(total_calls: int, enabled: bool) -> float:
     return min(1.0, expected / total_calls)
 
 
+def check_slots(calls: int, probability: float) -> int:
+    """How many outputs the judge captures after a window of ``calls`` calls, however many of them
+    are compared: the same work after every window of a size, so the pause that follows (the
+    candidate's clock runs while it is stopped) cannot tell a compared call from another when the
+    work overruns the padded pause (tests/core/eval/judge/test_pauses.py). Three times the expected
+    number of compared calls, at least one."""
+    if probability <= 0 or calls <= 0:
+        return 0
+    return max(1, math.ceil(3 * calls * probability))
+
+
 def chosen_calls(calls: int, probability: float) -> list[int]:
-    """The calls of one window whose outputs are compared: each independently, with ``probability``."""
+    """The calls of one window whose outputs are compared: each independently, with ``probability``
+    (at most ``check_slots`` of them; more is all but impossible, and would show in the pause)."""
     rng = secrets.SystemRandom()
-    return [j for j in range(calls) if rng.random() < probability]
+    chosen = [j for j in range(calls) if rng.random() < probability]
+    slots = check_slots(calls, probability)
+    return sorted(rng.sample(chosen, slots)) if len(chosen) > slots else chosen
+
+
+def window_checks(calls: int, probability: float, at_once: bool) -> tuple[list[int], int]:
+    """The calls of a window whose outputs are compared, and how many decoy captures fill the rest
+    of its ``check_slots``. Compared ``at_once`` (in the pause: outputs too large to keep), a decoy
+    would have to cost a comparison, so the slots are filled with real checks of other calls first."""
+    picked, slots = chosen_calls(calls, probability), check_slots(calls, probability)
+    if at_once:
+        rest = [j for j in range(calls) if j not in picked]
+        secrets.SystemRandom().shuffle(rest)
+        picked = sorted(picked + rest[:slots - len(picked)])
+    return picked, slots - len(picked)
 
 
 @attrs.define

@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from kag.core.eval.judge.judge_timing import (FAST_MIN_SHARE, MAX_CALLS, MIN_NULL, RECHECK_EXPECTED, SMALL_CALL_S,
-                                        WINDOW_TARGET_S, Plan, WindowTiming, chosen_calls, choose_calls, cross_check, estimate_plan,
+                                        WINDOW_TARGET_S, Plan, WindowTiming, check_slots, chosen_calls, choose_calls, window_checks, cross_check, estimate_plan,
                                         recheck_probability, sizing_plan, skipped_work, upper_per_call_s,
                                         warm_per_call_s)
 
@@ -110,6 +110,26 @@ def test_rechecks_are_independent_per_call_with_a_secret_rate():
     assert caught / 2000 >= 0.99, caught
     late = sum(bool(chosen_calls(1, 0.05)) for _ in range(20000))
     assert abs(late / 20000 - 0.05) < 0.01  # the 20000th call as likely as the first
+
+
+def test_every_window_of_a_size_captures_the_same_number_of_outputs():
+    """The judge captures ``check_slots`` outputs after every window (decoys fill the slots no
+    compared call took), so the work in the pause does not say how many calls were compared; the
+    compared calls never outnumber the slots."""
+    assert check_slots(1, 0.05) == 1 and check_slots(100, 0.05) == 15 and check_slots(8, 0.0) == 0
+    assert check_slots(0, 0.5) == 0
+    for calls, p in ((10, 0.02), (4, 0.5), (100, 0.05)):  # (10, 0.02): one slot, two chosen 1.6% of the time
+        counts = [len(chosen_calls(calls, p)) for _ in range(3000)]
+        assert max(counts) <= check_slots(calls, p)
+        assert max(counts) >= 1
+    assert max(len(chosen_calls(4, 0.9)) for _ in range(200)) == 4  # check_slots(4, 0.9) = 11 >= 4 calls
+    for _ in range(200):  # kept for later: decoys fill the slots; compared at once: real checks do
+        picked, decoys = window_checks(10, 0.02, at_once=False)
+        assert len(picked) + decoys == 1
+        picked, decoys = window_checks(10, 0.02, at_once=True)
+        assert len(picked) == 1 and decoys == 0
+        picked, decoys = window_checks(2, 0.9, at_once=True)  # six slots, two calls: both, and four repeats
+        assert picked == [0, 1] and decoys == 4
 
 
 def test_a_window_holds_about_the_target_within_memory_and_the_cpu_one_call():

@@ -9,6 +9,8 @@ import json
 import statistics
 import textwrap
 
+import pytest
+
 from kag.core.eval.orchestrator.evaluate import EvalOptions, evaluate
 from kag.core.records import Solution, Task
 
@@ -92,3 +94,38 @@ def test_a_pause_says_nothing_of_whether_the_last_call_was_compared(tmp_path):
 
 def compared_checks(result) -> int:
     return 2  # num_checks: the check window's calls, all compared, before the timing
+
+
+BIG_TASK = TASK.replace("torch.randn(1024, 1024)", "torch.randn(3400, 3400)")  # 46 MB an output: too large to keep
+
+# a solution that writes the right output on every call but one in four (an unwritten one then)
+SKIPPER = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return torch.relu(x) if self.calls <= 2 or self.calls % 4 else torch.empty_like(x)
+''')
+
+
+@pytest.mark.slow  # 85 s on the 2-core VM: every pause compares 46 MB against the reference
+def test_outputs_too_large_to_keep_are_compared_in_the_pause(tmp_path):
+    """The path no other test takes: outputs too large to keep until the last window are compared in
+    the pause after their window (where a decoy capture would have to cost a comparison, every slot
+    is a real check: tests/core/eval/judge/test_judge_timing.py). An honest solution passes with its
+    calls compared; one that leaves one output in four unwritten is caught."""
+    task = Task(name="relu3400", source="test", code=BIG_TASK, path=str(tmp_path / "task.py"))
+    options = EvalOptions(backend="cpu", num_timed=10, warmup=1, num_checks=2, baselines=(), guards=(),
+                          cache_dir=str(tmp_path / "cache"))
+    honest = evaluate(task, Solution(model_new=SPY), options)
+    assert honest.ok, honest.error
+    compared = honest.metadata["calibration"]["compared_calls"]
+    assert len(compared) >= 10 and compared == sorted(set(compared)), compared
+    skipper = evaluate(task, Solution(model_new=SKIPPER), options)
+    assert not skipper.ok and "compared in secret" in skipper.error, skipper.error
