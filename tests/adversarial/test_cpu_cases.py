@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(NOT_READY is not None, reason=NOT_READY or "")
 
 # Each built case costs ~15-40 s on 2 cores; these run in the default suite, the rest are `slow`.
 QUICK = {"getattr_torch_op", "decoy_kernel", "first_calls_only", "segfault_binding", "os_exit_runtime",
-         "zero_inputs", "example_relu", "host_memory_exhaustion", "seed_prediction"}
+         "zero_inputs", "example_relu", "host_memory_exhaustion"}  # seed_prediction (42 s): the slow lane
 
 
 # A family's further routes run in the slow lane (`pytest -m slow`, and the whole corpus in

@@ -105,6 +105,7 @@ def _private_tmp() -> Path:
     return Path(tempfile.mkdtemp(prefix="kt", dir="/tmp"))  # short: sockets are made under it
 
 
+@pytest.mark.slow  # 28 s: CI keeps the kill-and-resume test of kag eval
 def test_ctrl_c_stops_kag_eval_and_records_only_finished_episodes(tmp_path):
     """SIGINT to the process group, as a terminal sends it, while an episode is in flight: nothing
     of the episode is left in the temp folder (its workspace, its judge's folders). That a rerun

@@ -282,6 +282,7 @@ def test_an_evaluation_whose_worker_dies_past_the_retries_is_the_evaluators_fail
         assert pool.session.stats.lost_workers == 1
 
 
+@pytest.mark.slow  # 24 s: CI keeps the killed-worker and session tests of the Ray executor
 def test_an_rl_stage_with_the_ray_executor_evaluates_there_and_lets_its_workers_go(cluster, tmp_path):
     from tests.plugins.environments.test_kernel_env import EXAMPLE, FAST_EVAL, fenced_answer
 

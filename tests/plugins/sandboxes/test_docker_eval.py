@@ -249,6 +249,7 @@ def test_containers_see_the_toolchain_but_not_the_hosts_private_folders(tmp_path
         assert not files and oct(Path(host_dir).stat().st_mode)[-3:] == "755"
 
 
+@pytest.mark.slow  # 32 s: CI keeps the container's trust tests; this is the RL environment through it
 def test_the_rl_environment_rescores_a_docker_episode_in_a_container(sandbox, host, tmp_path):
     """kernel-agentic with the docker sandbox: the final re-score of the episode's solution (after
     the agent's container is gone) comes from an evaluation container too."""
