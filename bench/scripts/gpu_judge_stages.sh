@@ -11,6 +11,7 @@
 #              processes (where the spread between evaluations comes from)
 #   latency    kag score --server on level-1 ReLU (a warm judge, cached baselines), twice
 #   gputests   the GPU test files
+#   pausetests the GPU test that the pause after a window says nothing of whether one of its calls was compared
 #   recordertests  kag's CUPTI kernel recorder's tests (tests/core/eval/candidate/test_kernel_records.py)
 #   opcounter  a C++ operator counter on RecordFunction against torch.profiler's CPU session: a call's CPU
 #              (bench/scripts/op_counter_probe.py, diag_matmul and a tiny call)
@@ -135,6 +136,10 @@ EOF
         tests/plugins/backends/test_cuda.py tests/core/eval/judge/test_priority.py tests/core/eval/judge/test_judge_timing.py tests/core/eval/judge/test_windows.py \
         tests/core/eval/candidate/test_kernel_records.py tests/core/eval/candidate/test_op_counter.py 2>&1 \
         | tee "$OUT/gputests.log" | tail -15 ;;
+    pausetests)
+      step "a pause says nothing of a compared window: the GPU test of tests/core/eval/judge/test_pauses.py"
+      timeout "${PAUSETESTS_TIMEOUT:-300}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/judge/test_pauses.py \
+        -k gpu 2>&1 | tee "$OUT/pausetests.log" | tail -8 ;;
     recordertests)
       step "kag's CUPTI kernel recorder and operator counter"
       timeout 240 python3 -m pytest -q -p no:cacheprovider tests/core/eval/candidate/test_kernel_records.py \

@@ -136,3 +136,72 @@ def test_outputs_too_large_to_keep_are_compared_in_the_pause(tmp_path):
     assert len(compared) >= 10 and compared == sorted(set(compared)), compared
     skipper = evaluate(task, Solution(model_new=SKIPPER), options)
     assert not skipper.ok and "compared in secret" in skipper.error, skipper.error
+
+
+# On a GPU a window holds many calls, and the judge reads (or decoy-reads) the same number of outputs after
+# every window of a size; the spy prints the gaps that span a pause (its calls within a window are microseconds
+# apart), each with the index of the call after it
+GPU_TASK = TASK.replace("torch.randn(1024, 1024)", "torch.randn(4096, 4096)")
+GPU_SPY = textwrap.dedent('''
+    import time
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.last = None
+            self.calls = 0
+
+        def forward(self, x):
+            now = time.monotonic()
+            if self.last is not None and now - self.last > 1e-3:
+                print("PAUSE", self.calls, f"{now - self.last:.6f}", flush=True)
+            self.calls += 1
+            out = torch.relu(x)
+            self.last = time.monotonic()
+            return out
+''')
+
+
+def window_end_gaps(result) -> tuple[list[float], list[float]]:
+    """The pause after each long window (the most calls between two pauses), split by whether one of its
+    calls was compared."""
+    compared = set(result.metadata["calibration"]["compared_calls"])
+    pauses = [(int(line.split()[1]), float(line.split()[2]))
+              for line in result.metadata["candidate_output"].splitlines() if line.startswith("PAUSE ")]
+    windows = [(start, end, gap) for (start, _), (end, gap) in zip(pauses, pauses[1:])]
+    longest = max(end - start for start, end, _ in windows)
+    one = 1.5 * result.metadata["calibration"]["pause_ms"] / 1e3
+    after = [(any(start <= c < end for c in compared), gap) for start, end, gap in windows
+             if end - start == longest and gap < one]
+    return [g for hit, g in after if hit], [g for hit, g in after if not hit]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_pause_says_nothing_of_whether_its_window_was_compared(tmp_path):
+    """The same on a GPU: the pauses after long windows that held a compared call and after the others
+    come from one distribution (KS at alpha 0.001, medians within the others' spread)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    task = Task(name="relu4096", source="test", code=GPU_TASK, path=str(tmp_path / "task.py"))
+    options = EvalOptions(backend="cuda", num_timed=600, warmup=1, num_checks=2, baselines=(), guards=(),
+                          cache_dir=str(tmp_path / "cache"))
+    for _ in range(3):
+        result = evaluate(task, Solution(model_new=GPU_SPY), options)
+        assert result.ok, result.error
+        hit, others = window_end_gaps(result)
+        if len(hit) >= 8:
+            break
+    assert len(hit) >= 8 and len(others) >= 50, (len(hit), len(others), result.metadata["calibration"])
+    d = ks_statistic(hit, others)
+    n, m = len(hit), len(others)
+    critical = 1.95 * ((n + m) / (n * m)) ** 0.5
+    summary = json.dumps({"d": d, "critical": critical, "compared": sorted(hit),
+                          "others_median": statistics.median(others), "pause_ms": result.metadata["calibration"]["pause_ms"]})
+    print("GPU pauses", summary)
+    assert d < critical, summary
+    spread = statistics.pstdev(others)
+    assert abs(statistics.median(hit) - statistics.median(others)) < max(spread, 1e-4), summary
