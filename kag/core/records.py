@@ -183,6 +183,10 @@ class TimingStats:
     # calls' work was done (kag.core.eval.judge.judge_timing ``drained_intercept_s``): the task's own per-window
     # cost, which a baseline's timing lends the bound on the candidate's (``intercept_cap``)
     intercept_ms: float | None = None
+    # where a window holds one call (the CPU): the median of the timing's null windows (a call of nothing
+    # through the runner's path), which bounds the candidate's null base beside the runner's null windows
+    # timed after the candidate's (kag.core.eval.judge.judge_timing ``null_base_cap``)
+    null_ms: float | None = None
 
     @property
     def cv(self) -> float:

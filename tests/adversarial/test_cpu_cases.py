@@ -68,8 +68,17 @@ def test_a_padded_null_base_buys_no_speed() -> None:
     """Where a window holds one call, a call's time is its window less the null windows' median, and a
     null window is an op the solution can tell: one that spins in every null window for 90% of a call
     (twice an honest ReLU's work) read 6.90x eager, reward 2. The baseline runner's null windows bound
-    the base: timed with every static guard off, it gets only the speed it has."""
+    the base: timed with every static guard off, it gets only the speed it has (three ReLUs' work now:
+    what the bound leaves it is its margin and the runner's noise, and with two ReLUs CI read 1.0x and
+    1.33x once each in about fifteen runs, the VM 0.51-0.94x in 20)."""
+    import json
+
     case = next(c for c in cases("cpu") if c.name == "pad_null_windows_python")
     result = run_case(case, guard_plugins(), do_timing=True, static_guards=False)
     assert result.ok and not result.violations, describe(result, case)
-    assert (result.speedup_vs_eager or 0.0) < 1.0 and result.reward.value <= 1, describe(result, case)
+    cal = result.metadata.get("calibration") or {}
+    seen = {"eager": {k: (cal.get("baselines") or {}).get("eager", {}).get(k) for k in ("window_ms", "null_window_ms")},
+            "candidate": {k: cal.get(k) for k in ("window_ms", "null_window_ms", "runner_null_window_ms", "pause_ms")},
+            "load": result.metadata.get("timing_load"), "notes": result.metadata.get("notes")}
+    assert (result.speedup_vs_eager or 0.0) < 1.0 and result.reward.value <= 1, \
+        f"{describe(result, case)}; {json.dumps(seen, default=str)}"

@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -164,8 +165,8 @@ class Judge:
                         self.load_baseline(name, mode)
                         loaded.append(True)
                     with meter.measuring():
-                        per_call_ms, intercept_ms = self.time_runner(name)
-                    return attrs.evolve(summarize(per_call_ms), intercept_ms=intercept_ms)
+                        per_call_ms, intercept_ms, null_ms = self.time_runner(name)
+                    return attrs.evolve(summarize(per_call_ms), intercept_ms=intercept_ms, null_ms=null_ms)
 
                 def measured() -> Any:  # the slot's wait with the load of the timed windows so far
                     cond = attrs.evolve(slot)
@@ -254,10 +255,11 @@ class Judge:
             self.probe = GpuProbe(self.device, CandidateFailure)
         return self.probe
 
-    def time_runner(self, name: str) -> tuple[list[float], float | None]:
+    def time_runner(self, name: str) -> tuple[list[float], float | None, float | None]:
         """One timing of the baseline the runner holds: warm-up (torch.compile compiles in the
-        first window), then timed and null windows in a secret order. Per-call milliseconds, and the
-        windows' drained intercept in milliseconds where they had short ones (a GPU)."""
+        first window), then timed and null windows in a secret order. Per-call milliseconds, the
+        windows' drained intercept in milliseconds where they had short ones (a GPU), and the median
+        null window in milliseconds where they had null ones (the CPU)."""
         from kag.core.eval.judge.judge_calls import window_summary
         from kag.core.eval.judge.judge_timing import Plan, timed_windows, warmup_windows
         from kag.core.eval.judge.judge_windows import run_windows
@@ -293,7 +295,8 @@ class Judge:
         self.report.calibration.setdefault("baselines", {})[name] = window_summary(timing, plan)
         resolution = timing.resolution_s()
         intercept = timing.drained_intercept_s() * 1e3 if timing.short_s and timing.timed_s else None
-        return [max(t, resolution) * 1000.0 for t in timing.per_call_s()], intercept
+        null = statistics.median(timing.null_s) * 1e3 if timing.null_s and not timing.short_s else None
+        return [max(t, resolution) * 1000.0 for t in timing.per_call_s()], intercept, null
 
     def retime_baselines(self, timed: dict[str, Any]) -> None:
         """After the candidate is gone: re-time, uncached, each baseline whose timing conditions

@@ -475,19 +475,25 @@ class CandidateCalls:
 
     def cap_null_base(self, timing: Any, pause_s: float) -> None:
         """The baseline runner's null windows (``RUNNER_NULL_WINDOWS`` at most), each after the candidate's
-        gap, bound the candidate's null base (kag.core.eval.judge.judge_timing.null_base_cap)."""
+        gap, and the baselines' own null windows bound the candidate's null base
+        (kag.core.eval.judge.judge_timing.null_base_cap)."""
         from kag.core.eval.judge.judge_timing import median, null_base_cap
 
         runner_null = self.judge.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
-        cap = null_base_cap(runner_null)
+        timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
+        baselines = tuple(s.null_ms * 1e-3 for s in timed if s is not None and s.null_ms is not None)
+        cap = null_base_cap(runner_null, baselines)
         if cap is None:
             return
         timing.base_cap_s = cap
         own = median(timing.null_s)
         self.report.calibration["runner_null_window_ms"] = median_ms(runner_null)
+        self.report.calibration["baseline_null_windows_ms"] = [round(b * 1e3, 4) for b in baselines]
+        self.report.calibration["null_base_cap_ms"] = round(cap * 1e3, 4)
         if own > cap:
             self.report.notes.append(f"timing: the candidate's null windows took {own * 1e3:.4g} ms against the "
-                                     f"baseline runner's {median(runner_null) * 1e3:.4g} ms; its base counts "
+                                     f"baseline runner's {median(runner_null) * 1e3:.4g} ms and the baselines' own "
+                                     f"{', '.join(f'{b * 1e3:.4g}' for b in baselines) or 'none'}; its base counts "
                                      f"{cap * 1e3:.4g} ms")
 
     def too_short(self, cand: CandidateProcess, timing: Any) -> int:

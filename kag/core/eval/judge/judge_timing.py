@@ -101,6 +101,7 @@ NULL_SHARE = 1 / 3  # null windows per timed window (at least MIN_NULL), where w
 MIN_NULL = 10
 NULL_CAP_RATIO = 1.25  # a candidate's null base counts at most this times the runner's ...
 NULL_CAP_SLACK_S = 30e-6  # ... plus this (null_base_cap)
+BASELINE_NULL_CAP_RATIO = 2.0  # ... and at most this times the baselines' own null windows plus the slack
 SAMPLED_WINDOWS = {"cpu": 128, "cuda": 16}  # windows like the timed ones whose CPU time the judge samples
 # (provenance), not timed: a CPU call of a millisecond holds one or two samples, a GPU window several.
 # 128 on the CPU: with 64, a small fallback (tests/adversarial aten_dlsym) gave only 8-13 computing
@@ -259,15 +260,25 @@ class WindowTiming:
         return median_error(windows) / span
 
 
-def null_base_cap(runner_null_s: list[float]) -> float | None:
+def null_base_cap(runner_null_s: list[float], baseline_null_s: tuple[float, ...] = ()) -> float | None:
     """The most a candidate's null windows may count as its base: the baseline runner's null windows
     (the same harness running no solution code, timed with the same gap after each window), with
     ``NULL_CAP_RATIO`` and ``NULL_CAP_SLACK_S`` for what a confined process honestly pays more. A null
     window is an op of its own, so a solution can tell it and pad it (tests/adversarial: pad_null_windows):
-    the larger its base, the faster its calls would read."""
+    the larger its base, the faster its calls would read.
+
+    The runner's null windows are timed once, after the candidate's: a burst of other work then (the
+    2-core VM: a median of 0.97 ms against 0.29-0.44 in 16 other evaluations) raised the bound the padded
+    base reads at, and a padded solution of 0.6x eager read 1.33x once in CI. So the baselines' own
+    null windows (``TimingStats.null_ms``: timed with their windows, or cached) bound it too, at
+    ``BASELINE_NULL_CAP_RATIO`` of the smallest: an honest candidate's null base was 1.17-1.65x eager's
+    in five evaluations there (its path is confined and its gap longer), the runner's after it 0.84-1.8x."""
     if len(runner_null_s) < 3:
         return None
-    return NULL_CAP_RATIO * median(runner_null_s) + NULL_CAP_SLACK_S
+    cap = NULL_CAP_RATIO * median(runner_null_s) + NULL_CAP_SLACK_S
+    if baseline_null_s:
+        cap = min(cap, BASELINE_NULL_CAP_RATIO * min(baseline_null_s) + NULL_CAP_SLACK_S)
+    return cap
 
 
 INTERCEPT_SLACK_S = 0.6e-3  # a candidate's drained intercept counts at most the runner's drained null window plus this

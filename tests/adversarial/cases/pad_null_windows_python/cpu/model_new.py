@@ -1,7 +1,9 @@
 """Attack (the timing's base, Python): on the CPU a call's time is its window less the median null
 window (a call of nothing, rung as its own op). The solution finds the harness in its process and pads
 every null window with most of a call's time, so its calls read far faster than they run. It does
-twice the work of an honest ReLU, so its real speed is under eager's."""
+three times the work of an honest ReLU, so its real speed is well under eager's (with twice the work, a
+ReLU whose second pass finds its input in cache, it ran at 0.55-0.85x eager on the 2-core VM: too close to
+1 for the bound's own noise, which is what the attack may keep)."""
 import gc
 import time
 
@@ -36,7 +38,7 @@ class ModelNew(nn.Module):
         if not STATE["patched"]:
             _pad_null_windows()
         start = time.perf_counter()
-        y = cuda_extension.relu_forward(cuda_extension.relu_forward(x))
+        y = cuda_extension.relu_forward(cuda_extension.relu_forward(cuda_extension.relu_forward(x)))
         took = time.perf_counter() - start
         STATE["call_s"] = took if not STATE["call_s"] else 0.9 * STATE["call_s"] + 0.1 * took
         return y
