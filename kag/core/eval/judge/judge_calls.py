@@ -3,7 +3,9 @@ timed windows with their secret re-checks, and what the guards make of the obser
 
 Trusted side. ``CandidateCalls`` is an object its ``kag.core.eval.judge.judge.Judge`` holds
 (``judge.calls``), given the judge's reference, clock and report and asking it for seeds and inputs; the candidate is driven through ``kag.core.eval.judge.candidate_process.CandidateProcess``,
-the windows by ``kag.core.eval.judge.judge_windows`` and their arithmetic by ``kag.core.eval.judge.judge_timing``.
+the windows by ``kag.core.eval.judge.judge_windows`` and their arithmetic by ``kag.core.eval.judge.judge_timing``;
+the secret re-checks are ``kag.core.eval.judge.judge_rechecks``' and the windows' sizes
+``kag.core.eval.judge.judge_sizing``'s (parts of ``CandidateCalls``).
 
 The order of a candidate's life: its profiler starts (kernel records on for every call from here to
 the last), output hand-overs are calibrated, model_new.py is imported; then one window of
@@ -24,9 +26,11 @@ import os
 import secrets
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any
 
 from kag.core.eval.judge.candidate_process import CandidateProcess
+from kag.core.eval.judge.judge_rechecks import SecretRechecks
+from kag.core.eval.judge.judge_sizing import WindowSizing, tree_bytes
 from kag.core.eval.boundary import JudgeReport, JudgeSpec
 from kag.core.records import to_dict
 from kag.core.trace import mark
@@ -45,12 +49,6 @@ def input_description(inputs: list[Any], device: str) -> dict[str, Any]:
         else:
             items.append({"value": x})
     return {"seq": "list", "items": items}
-
-
-def tree_bytes(obj: Any) -> int:
-    from kag.core.eval.candidate.checks import iter_tensors
-
-    return sum(t.numel() * t.element_size() for t in iter_tensors(obj))
 
 
 def median_ms(xs: list[float], scale: float = 1e3, digits: int = 4) -> float | None:
@@ -84,14 +82,13 @@ def window_summary(timing: Any, plan: Any) -> dict[str, Any]:
 
 
 NOT_IN_MEMORY = object()  # outputs_as_answered: a CPU output not where the call's answer put it
-PAUSE_MARGIN = 1.3  # the padded gap: this much over the gap's measured parts
 DEFERRED_BYTES = 2 << 30  # re-checked outputs kept for comparison after the last window, at most (else compared at once)
 RUNNER_NULL_WINDOWS = 12  # the runner's null windows that bound a candidate's null base (each after the
 # candidate's gap, ~50 ms on the VM: 34 of them added 1.8 s to a CPU evaluation, ~5 min to CI's suite)
 TIMING_ATTEMPTS = 2  # a timing that looks like skipped work is taken again once: a claim needs both
 
 
-class CandidateCalls:
+class CandidateCalls(SecretRechecks, WindowSizing):
     """What the judge does with its candidate, window by window: an object its ``Judge`` holds
     (``judge.calls``). The judge's fixed state (spec, report, clock, device, the reference and its
     tolerance) is taken once here; seeds, inputs, the comparison, the GPU probe, the runner's null
@@ -188,59 +185,6 @@ class CandidateCalls:
             self.where = [EXTENT.unpack_from(tail, COUNT.size + k * EXTENT.size) for k in range(n)
                           if COUNT.size + (k + 1) * EXTENT.size <= len(tail)]
 
-    def capture(self, index: int, sampled: bool = False) -> Any:
-        """Output ``index`` of the last window, the judge's own copy, read from the stopped
-        candidate's memory where the window's end said it is (CPU: its address space; GPU: its
-        allocations, mapped here), so nothing it does after answering can change it and no work can
-        be put off until an output is asked for. ``sampled`` (GPU): only the values at the secret
-        positions of ``self.sample_plan`` (kag.core.eval.judge.output_samples). A string says why it
-        could not be read."""
-        import torch
-
-        from kag.core.eval.candidate.checks import iter_tensors
-        from kag.core.eval.judge.judge_inputs import replace_tensors
-
-        template = self.reference_output
-        tensors = list(iter_tensors(template))
-        found = self.where[index * len(tensors):(index + 1) * len(tensors)]
-        why = ("its output was not where the window's end said it is (outputs must be plain tensors, laid out as "
-               "the reference's on the CPU, allocated by PyTorch on a GPU)")
-        if len(found) != len(tensors):
-            return why + (f": {self.where_error}" if getattr(self, "where_error", None) else
-                          f": {len(found)} of {len(tensors)} tensors described")
-        read = []
-        for k, (t, place) in enumerate(zip(tensors, found)):
-            if self.cuda:
-                positions = self.sample_plan.positions[k] if sampled and self.sample_plan is not None else None
-                got = self.reader.read(place, t) if positions is None else self.reader.read_at(place, t, positions)
-                if isinstance(got, str):
-                    return f"{why}: {got}"
-                read.append(got)
-                continue
-            address, size = place
-            if not address or size != t.numel() * t.element_size():
-                return why
-            data = bytearray(self.candidate.read_memory(address, size))
-            read.append(torch.frombuffer(data, dtype=t.dtype).reshape(t.shape))
-        return replace_tensors(template, iter(read))
-
-    def reference_on(self, seed: int) -> Any:
-        """The reference's output on the inputs of ``seed`` (the inputs freed at once)."""
-        import torch
-
-        inputs = self.judge.make_inputs(seed)
-        with torch.no_grad():
-            return self.model(*inputs)
-
-    def verify(self, out: Any, seed: int, where: str) -> str | None:
-        """``out`` against the reference on the inputs of ``seed``: the mismatch, None when right."""
-        if isinstance(out, str):
-            return out
-        ref = self.reference_on(seed)
-        mismatch = self.judge.compare(ref, out, seed, where)
-        del ref
-        return mismatch
-
     # -- the checks -----------------------------------------------------------------------------
     def check(self, cand: CandidateProcess) -> bool:
         """The correctness checks: ``num_checks`` calls on fresh secret inputs in windows (the same
@@ -287,11 +231,6 @@ class CandidateCalls:
         self.report.correct = True
         return True
 
-    def sets_that_fit(self, calls: int) -> int:
-        """At most ``calls`` input sets, as many as fit the memory budget (at least one)."""
-        per_call_bytes = tree_bytes(self.local) + tree_bytes(self.reference_output)
-        return int(max(1, min(calls, self.budget_bytes() // max(per_call_bytes, 1))))
-
     # -- timing ---------------------------------------------------------------------------------
     def time_candidate(self, cand: CandidateProcess) -> bool:
         """Warm-up, then long, short and sampled windows in a secret order on the judge's clock,
@@ -323,90 +262,6 @@ class CandidateCalls:
                                       f"evaluator's failure, not the solution's: retry on a quieter machine",
                          judge_error=True)
         return False
-
-    def budget_bytes(self, staged: int = 0) -> int:
-        """The bytes a window's sets and outputs may take: on a GPU a share of the free memory plus
-        ``staged`` (what the sets already allocated for it hold: they are part of the window)."""
-        from kag.core.eval.judge.judge_timing import GPU_FREE_SHARE, GPU_INPUT_BUDGET_BYTES, INPUT_BUDGET_BYTES
-
-        if not self.cuda:
-            return INPUT_BUDGET_BYTES
-        import torch
-
-        free, _total = torch.cuda.mem_get_info()
-        return int(min(GPU_INPUT_BUDGET_BYTES, GPU_FREE_SHARE * (free + staged)))
-
-    def window_budget(self) -> int:
-        """One memory budget for every window of this evaluation, the candidate's and the baselines'
-        alike: fixed when the first window is sized (after the checks, whichever side is timed first),
-        with every set the judge has staged in either process counted back. Sized each from the
-        memory free at its own time, eager, timed while the candidate held its sets, got windows of
-        one call where the candidate had two (+9.6% on a 3.4 ms sum on an H100)."""
-        if self._window_budget is None:
-            staged = (len(self.sets) + len(getattr(self.judge, "runner_sets", []))) * tree_bytes(self.local)
-            self._window_budget = self.budget_bytes(staged)
-            self.report.calibration["window_budget_bytes"] = self._window_budget
-        return self._window_budget
-
-    def room_bytes(self, staged: int) -> int:
-        """What a process can really stage now: the free memory (less a margin) plus its own ``staged``
-        sets. A window is cut to it only where the shared budget does not fit (noted)."""
-        if not self.cuda:
-            return self.window_budget()
-        import torch
-
-        from kag.core.eval.judge.judge_timing import GPU_RESERVE_BYTES
-
-        free, _total = torch.cuda.mem_get_info()
-        return int(max(0, free - GPU_RESERVE_BYTES) + staged)
-
-    def window_calls(self, proc: CandidateProcess, sets: list[list[Any]], per_call_s: float,
-                     timeout_s: float) -> int:
-        """How many calls a window of ``proc`` holds (kag.core.eval.judge.judge_timing.choose_calls, within
-        ``window_budget``), its input sets allocated."""
-        from kag.core.eval.judge.judge_timing import choose_calls
-
-        per_call_bytes = tree_bytes(self.local) + tree_bytes(self.reference_output)
-        calls = choose_calls(per_call_s, per_call_bytes, self.window_budget(), self.cuda)
-        room = self.room_bytes(len(sets) * tree_bytes(self.local))
-        if calls > 1 and calls * per_call_bytes > room:
-            fit = max(1, room // max(per_call_bytes, 1))
-            note = (f"timing: windows of {fit} call(s), not {calls}: the device had no room for more "
-                    f"(the sides' windows may differ in length)")
-            if note not in self.report.notes:
-                self.report.notes.append(note)
-            calls = int(fit)
-        self.add_sets(proc, calls, timeout_s, sets)
-        return calls
-
-    def sized_calls(self, proc: CandidateProcess, sets: list[list[Any]], first: int,
-                    run_round: Callable[[Any], Any]) -> tuple[int, float, Any]:
-        """How many calls a timed window of ``proc`` holds, a call's estimated time, and the last
-        sizing windows' timing (``failed``: a compared output was wrong). ``run_round(plan)`` runs
-        windows. On the CPU a window holds one call (judge_timing.estimate_plan); on a GPU rounds of
-        ``sizing_plan`` windows, each sized from the last's upper bound of a call
-        (judge_timing.upper_per_call_s), until a round asks for no more calls."""
-        from kag.core.eval.judge.judge_timing import (SIZING_GROWTH, SIZING_ROUNDS, estimate_plan, sizing_plan,
-                                                upper_per_call_s, warm_per_call_s)
-
-        load_s = self.spec.timeouts.load_s
-        if not self.cuda:
-            warm = run_round(estimate_plan(first))
-            if warm.failed:
-                return first, 0.0, warm
-            per = warm_per_call_s(warm)
-            return self.window_calls(proc, sets, per, load_s), per, warm
-        calls = first
-        for round_ in range(SIZING_ROUNDS):
-            warm = run_round(sizing_plan(calls, first=round_ == 0))
-            if warm.failed:
-                return calls, 0.0, warm
-            per = upper_per_call_s(warm, skip=1 if round_ == 0 else 0)
-            wanted = self.window_calls(proc, sets, per, load_s)
-            if wanted < SIZING_GROWTH * calls:
-                return wanted, per, warm
-            calls = wanted
-        return calls, per, warm
 
     def timed_windows(self, cand: CandidateProcess, resized: int = 0, counter: list[int] | None = None) -> bool:
         """Size the windows (``sized_calls``), then time them; ``resized``: time windows of that many
@@ -578,110 +433,6 @@ class CandidateCalls:
         calls = self.window_calls(cand, self.sets, self.check_per_call_s, self.spec.timeouts.load_s)
         self.judge.provenance.expected_s = self.check_per_call_s
         return self.more_samples(cand, calls, time.monotonic() + limit, [0], limit, at_least=UNTIMED_SAMPLED_WINDOWS)
-
-    def reserve_kept(self, expected: float) -> None:
-        """Memory for the outputs kept until the last window, taken and given back before the timing
-        (as many copies as could be kept, but for a chance under 1e-4): a compared call's kept copy
-        then comes from memory already mapped (the judge's heap keeps what is freed, a GPU's caching
-        allocator its blocks), as a decoy's dropped copy does. Without it only the pause after a
-        compared window faulted fresh pages in (a 4 MiB copy: 3.9 ms kept against 0.3 ms dropped on
-        the VM), and the gap the candidate sees ran long after a compared call."""
-        from kag.core.eval.judge.judge_timing import RECHECK_EXPECTED
-
-        if not self.defer_checks or expected <= 0:
-            return
-        count = min(2 * RECHECK_EXPECTED[1], math.ceil(expected + 4 * math.sqrt(expected) + 2))
-        held = [self.capture(0, sampled=self.sample_plan is not None) for _ in range(count)]
-        del held
-
-    def pause_s(self, cand: CandidateProcess, calls: int) -> float:
-        """The gap after every window: refilling its sets and flushing, poisoning, and the outputs
-        a window's re-checks capture (compared there too when they are too large to keep), measured,
-        with a margin."""
-        from kag.core.eval.judge.judge_timing import check_slots
-
-        t0 = time.perf_counter()
-        for j in range(calls):
-            self.judge.fill(self.sets[j], self.judge.make_inputs(self.judge.derived_seed("pause", j)))
-        self.judge.settle()
-        fill_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cand.exchange(("poison", None), self.spec.timeouts.check_s, "poisoning", expect="poisoned")
-        poison_s = time.perf_counter() - t0
-        checks = max(1, check_slots(calls, self.recheck_p))
-        per_check = self.capture_s + (0.0 if self.defer_checks else self.verify_s)
-        if self.sample_plan is not None:  # a sampled capture, timed on the last window's outputs (the
-            self.capture(0, sampled=True)  # second: the first loads the gather's kernels)
-            t0 = time.perf_counter()
-            self.capture(0, sampled=True)
-            per_check = 2.0 * (time.perf_counter() - t0)
-        return PAUSE_MARGIN * (fill_s + poison_s + checks * per_check)
-
-    def rechecker(self, cand: CandidateProcess):
-        """What runs after each window: where its outputs are is read from its end; each of its
-        calls chosen with the secret probability has its output copied out of the stopped
-        candidate's memory, to be compared after the last window (now, when outputs are too large
-        to keep); then the memory the size of its outputs is poisoned."""
-
-        def after(kind: str, calls: int, seeds: list[int], timing: Any) -> bool | None:
-            from kag.core.eval.judge.judge_timing import window_checks
-
-            self.window_ended(cand)
-            chosen = False
-            first, self.calls_seen = self.calls_seen, self.calls_seen + calls
-            picked, decoys = window_checks(calls, self.recheck_p, at_once=not self.defer_checks)
-            if not self.decoy_captures(decoys, calls, seeds, kind):
-                return None
-            for j in picked:
-                self.rechecked += 1
-                self.compared_at.append(first + j)
-                where = f"a {kind} call (one of those compared in secret)"
-                out = self.capture(j, sampled=self.sample_plan is not None)
-                if self.defer_checks and not isinstance(out, str):
-                    self.pending.append((kind, seeds[j], out, len(timing.timed_s) - 1 if kind == "timed" else None))
-                else:
-                    mismatch = self.verify(out, seeds[j], where)
-                    if mismatch is not None:
-                        self.judge.fail("mismatch", f"{where}: {mismatch}")
-                        return None
-                    chosen = True
-            cand.exchange(("poison", None), self.spec.timeouts.check_s, "poisoning", expect="poisoned")
-            return chosen
-
-        return after
-
-    def decoy_captures(self, count: int, calls: int, seeds: list[int], kind: str) -> bool:
-        """``count`` captures of the last window's outputs that are not kept (the slots
-        ``check_slots`` fixes that no compared call filled): the same reads as a compared call's, so
-        the work after a window does not depend on how many were compared. An output that cannot be
-        read fails as it would have compared; compared at once, a decoy is compared too."""
-        rng = secrets.SystemRandom()
-        for _ in range(count):
-            j = rng.randrange(calls)
-            out = self.capture(j, sampled=self.sample_plan is not None)
-            where = f"a {kind} call (one of those compared in secret)"
-            mismatch = out if isinstance(out, str) else None if self.defer_checks else self.verify(out, seeds[j], where)
-            if mismatch is not None:
-                self.judge.fail("mismatch", f"{where}: {mismatch}")
-                return False
-        return True
-
-    def verify_pending(self, timing: Any) -> bool:
-        """Compare the captured outputs (after the last window); a mismatch fails the evaluation."""
-        from kag.core.eval.judge.output_samples import verify_sampled
-
-        pending, self.pending = self.pending, []
-        for kind, seed, out, window in pending:
-            where = f"a {kind} call (one of those compared in secret)"
-            mismatch = (verify_sampled(self, self.sample_plan, out, seed, where) if self.sample_plan is not None
-                        else self.verify(out, seed, where))
-            if mismatch is not None:
-                self.judge.fail("mismatch", f"{where}: {mismatch}")
-                return False
-            if window is not None and window not in timing.verified:
-                timing.verified.append(window)
-        timing.verified.sort()
-        return True
 
     def sampling(self) -> bool:
         """Whether sampled windows run (the candidate's CPU time sampled from outside: provenance)."""
