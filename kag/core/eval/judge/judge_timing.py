@@ -271,8 +271,9 @@ def null_base_cap(runner_null_s: list[float], baseline_null_s: tuple[float, ...]
     2-core VM: a median of 0.97 ms against 0.29-0.44 in 16 other evaluations) raised the bound the padded
     base reads at, and a padded solution of 0.6x eager read 1.33x once in CI. So the baselines' own
     null windows (``TimingStats.null_ms``: timed with their windows, or cached) bound it too, at
-    ``BASELINE_NULL_CAP_RATIO`` of the smallest: an honest candidate's null base was 1.17-1.65x eager's
-    in five evaluations there (its path is confined and its gap longer), the runner's after it 0.84-1.8x."""
+    ``BASELINE_NULL_CAP_RATIO`` of the smallest: an honest candidate's null base was 1.06-1.65x eager's
+    in 8 evaluations there (its path is confined and its gap longer), the runner's after it 0.85-1.83x in
+    19 of 20 (bench/results/2026-11-29-e977a9c-cpu)."""
     if len(runner_null_s) < 3:
         return None
     cap = NULL_CAP_RATIO * median(runner_null_s) + NULL_CAP_SLACK_S
