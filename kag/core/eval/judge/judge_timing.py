@@ -268,7 +268,7 @@ def null_base_cap(runner_null_s: list[float], baseline_null_s: tuple[float, ...]
     the larger its base, the faster its calls would read.
 
     The runner's null windows are timed once, after the candidate's: a burst of other work then (the
-    2-core VM: a median of 0.97 ms against 0.29-0.44 in 16 other evaluations) raised the bound the padded
+    2-core VM: a median of 0.97 ms against 0.29-0.46 in 19 other evaluations) raised the bound the padded
     base reads at, and a padded solution of 0.6x eager read 1.33x once in CI. So the baselines' own
     null windows (``TimingStats.null_ms``: timed with their windows, or cached) bound it too, at
     ``BASELINE_NULL_CAP_RATIO`` of the smallest: an honest candidate's null base was 1.06-1.65x eager's
