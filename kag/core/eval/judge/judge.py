@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -261,7 +260,7 @@ class Judge:
         windows' drained intercept in milliseconds where they had short ones (a GPU), and the median
         null window in milliseconds where they had null ones (the CPU)."""
         from kag.core.eval.judge.judge_calls import window_summary
-        from kag.core.eval.judge.judge_timing import Plan, timed_windows, warmup_windows
+        from kag.core.eval.judge.judge_timing import Plan, median, timed_windows, warmup_windows
         from kag.core.eval.judge.judge_windows import run_windows
 
         spec = self.spec
@@ -295,7 +294,7 @@ class Judge:
         self.report.calibration.setdefault("baselines", {})[name] = window_summary(timing, plan)
         resolution = timing.resolution_s()
         intercept = timing.drained_intercept_s() * 1e3 if timing.short_s and timing.timed_s else None
-        null = statistics.median(timing.null_s) * 1e3 if timing.null_s and not timing.short_s else None
+        null = median(timing.null_s) * 1e3 if timing.null_s and not timing.short_s else None
         return [max(t, resolution) * 1000.0 for t in timing.per_call_s()], intercept, null
 
     def retime_baselines(self, timed: dict[str, Any]) -> None:

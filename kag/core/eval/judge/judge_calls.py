@@ -335,8 +335,7 @@ class CandidateCalls(SecretRechecks, WindowSizing):
         from kag.core.eval.judge.judge_timing import median, null_base_cap
 
         runner_null = self.judge.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
-        timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
-        baselines = tuple(s.null_ms * 1e-3 for s in timed if s is not None and s.null_ms is not None)
+        baselines = self.baseline_values("null_ms")
         cap = null_base_cap(runner_null, baselines)
         if cap is None:
             return
@@ -350,6 +349,12 @@ class CandidateCalls(SecretRechecks, WindowSizing):
                                      f"baseline runner's {median(runner_null) * 1e3:.4g} ms and the baselines' own "
                                      f"{', '.join(f'{b * 1e3:.4g}' for b in baselines) or 'none'}; its base counts "
                                      f"{cap * 1e3:.4g} ms")
+
+    def baseline_values(self, field: str) -> tuple[float, ...]:
+        """``field`` (milliseconds) of each baseline timed or cached in this evaluation, in seconds, where it
+        has one: what the baselines lend the bounds on the candidate's base."""
+        timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
+        return tuple(getattr(s, field) * 1e-3 for s in timed if s is not None and getattr(s, field) is not None)
 
     def too_short(self, cand: CandidateProcess, timing: Any) -> int:
         """Windows of how many calls to time again, or 0: where the long windows held under a quarter
@@ -379,8 +384,7 @@ class CandidateCalls(SecretRechecks, WindowSizing):
         from kag.core.eval.judge.judge_timing import intercept_cap, median
 
         runner_null = self.judge.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
-        timed = [self.report.timing.get(name) for name, _ in self.spec.baselines]
-        baselines = tuple(s.intercept_ms * 1e-3 for s in timed if s is not None and s.intercept_ms is not None)
+        baselines = self.baseline_values("intercept_ms")
         cap = intercept_cap(runner_null, baselines)
         if cap is None:
             return
