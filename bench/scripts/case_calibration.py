@@ -41,7 +41,7 @@ def line(k: int, run: dict) -> str:
             f"cap {cal.get('null_base_cap_ms')} baseline nulls {cal.get('baseline_null_windows_ms')} "
             f"runner null {cal.get('runner_null_window_ms')} | eager window/null {eager.get('window_ms')} "
             f"{eager.get('null_window_ms')} | candidate window/null {cal.get('window_ms')} {cal.get('null_window_ms')} "
-            f"| load {load}")
+            f"| gaps {cal.get('pause_ms')} runner {cal.get('runner_pause_ms')} | load {load}")
 
 
 def main() -> None:

@@ -194,6 +194,9 @@ ATTACKS: list[Case] = [
     # guards refuse: tests/adversarial/test_cpu_cases.py times it with them off)
     *_attack("pad_null_windows_python", ("cpu",), "no-tampering", "gc.get_objects", static=True, timed=True,
              also=(("slow", ""),), without_static=("same",)),
+    # the same pad, with the gap the runner is timed after stretched through the harness's poison
+    *_attack("pad_null_windows_hotgap_python", ("cpu",), "no-tampering", "gc.get_objects", static=True, timed=True,
+             also=(("slow", ""),), without_static=("same",)),
     # a short window's end, where the child learns the window's size: padded there, long less short reads
     # fast; a short window's time ends at its last call's answer (CPU padding, and a GPU kernel of its own)
     *_attack("pad_short_windows_python", ("cuda",), "no-tampering", "gc.get_objects", static=True, timed=True,

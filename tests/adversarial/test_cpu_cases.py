@@ -64,21 +64,27 @@ def test_an_untimed_evaluation_samples_where_the_work_runs(name: str) -> None:
     assert result.correct
 
 
-def test_a_padded_null_base_buys_no_speed() -> None:
+@pytest.mark.parametrize("name", ["pad_null_windows_python", "pad_null_windows_hotgap_python"])
+def test_a_padded_null_base_buys_no_speed(name: str) -> None:
     """Where a window holds one call, a call's time is its window less the null windows' median, and a
     null window is an op the solution can tell: one that spins in every null window for 90% of a call
     (twice an honest ReLU's work) read 6.90x eager, reward 2. The baseline runner's null windows bound
     the base: timed with every static guard off, it gets only the speed it has (three ReLUs' work now:
     what the bound leaves it is its margin and the runner's noise, and with two ReLUs CI read 1.0x and
-    1.33x once each in about fifteen runs, the VM 0.51-0.94x in 20)."""
+    1.33x once each in about fifteen runs, the VM 0.51-0.94x in 20). The hotgap twin stretches the gap
+    through the harness's poison so the runner is timed cold: the runner's gap is sized from parts the
+    candidate cannot stretch (before: 0.33 s gaps, and one run in five read 1.065x, reward 2)."""
     import json
 
-    case = next(c for c in cases("cpu") if c.name == "pad_null_windows_python")
+    case = next(c for c in cases("cpu") if c.name == name)
     result = run_case(case, guard_plugins(), do_timing=True, static_guards=False)
     assert result.ok and not result.violations, describe(result, case)
     cal = result.metadata.get("calibration") or {}
     seen = {"eager": {k: (cal.get("baselines") or {}).get("eager", {}).get(k) for k in ("window_ms", "null_window_ms")},
-            "candidate": {k: cal.get(k) for k in ("window_ms", "null_window_ms", "runner_null_window_ms", "pause_ms")},
+            "candidate": {k: cal.get(k) for k in ("window_ms", "null_window_ms", "runner_null_window_ms", "pause_ms",
+                                                  "runner_pause_ms", "null_base_cap_ms")},
             "load": result.metadata.get("timing_load"), "notes": result.metadata.get("notes")}
     assert (result.speedup_vs_eager or 0.0) < 1.0 and result.reward.value <= 1, \
         f"{describe(result, case)}; {json.dumps(seen, default=str)}"
+    if name.endswith("hotgap_python"):  # its own gaps stretched past 0.15 s; the runner's not
+        assert cal["pause_ms"] > 150 and cal["runner_pause_ms"] < cal["pause_ms"] / 4, json.dumps(seen, default=str)

@@ -424,7 +424,7 @@ class Harness:
             self.path = []
             self.send(("observing", None))
         elif op == "poison":
-            self.poison()
+            self.poison(arg)
         elif op == "finish":
             self.finish()
         elif op == "exit":
@@ -550,14 +550,17 @@ class Harness:
             del state
         self.send(("loaded", info))
 
-    def poison(self) -> None:
+    def poison(self, like: list[tuple[list[int], int]] | None = None) -> None:
         """Fill memory the size of the last window's outputs with a pattern while they are held,
         so the next window's outputs likely get poisoned memory and an output never written shows
-        it (a courtesy: the judge compares outputs on inputs they could not have seen)."""
+        it (a courtesy: the judge compares outputs on inputs they could not have seen). ``like``
+        ((shape, element size) of each tensor): memory of those sizes instead, for the baseline
+        runner, whose poison the judge times to size the gap it times the runner after."""
         from kag.core.eval.candidate.checks import iter_tensors, poison_shapes, tensor_shapes
 
         with self.observer.post_range() if self.observer else _null():
-            shapes = tensor_shapes(t for out in self.outputs[:2] for t in iter_tensors(out))
+            shapes = ([(tuple(shape), size, self.device) for shape, size in like] if like is not None
+                      else tensor_shapes(t for out in self.outputs[:2] for t in iter_tensors(out)))
             if shapes:
                 poison_shapes(shapes)
                 self.synchronize()

@@ -220,7 +220,7 @@ class Judge:
 
     def runner_null_windows(self, count: int, pause_s: float, drained: bool = False) -> list[float]:
         """``count`` null windows of the baseline runner, under its observer as the candidate's run,
-        each after the candidate's gap (a resumed process's cold start grows with the gap); [] without
+        each after a gap of ``pause_s`` (a resumed process's cold start grows with the gap); [] without
         a runner. ``drained``: each less its end (``WindowTiming.drained_null_s``). Trusted: the runner
         holds no solution code."""
         from kag.core.eval.judge.judge_timing import Plan

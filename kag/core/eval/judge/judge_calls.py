@@ -318,9 +318,9 @@ class CandidateCalls(SecretRechecks, WindowSizing):
         if timing.failed or not self.verify_pending(timing):
             return False
         if timing.null_s and not timing.short_s:  # a base the candidate can tell and pad: capped by the runner's
-            self.cap_null_base(timing, pause)
+            self.cap_null_base(timing)
         elif timing.short_s and self.cuda:  # a short base padded where only a short window's end can be
-            self.cap_intercept(timing, pause)
+            self.cap_intercept(timing)
             more = 0 if resized else self.too_short(cand, timing)
             if more:
                 return self.timed_windows(cand, resized=more, counter=counter)
@@ -328,13 +328,12 @@ class CandidateCalls(SecretRechecks, WindowSizing):
         mark("judge", "timed windows done")
         return True
 
-    def cap_null_base(self, timing: Any, pause_s: float) -> None:
-        """The baseline runner's null windows (``RUNNER_NULL_WINDOWS`` at most), each after the candidate's
-        gap, and the baselines' own null windows bound the candidate's null base
-        (kag.core.eval.judge.judge_timing.null_base_cap)."""
+    def cap_null_base(self, timing: Any) -> None:
+        """The baseline runner's null windows (``RUNNER_NULL_WINDOWS`` at most) and the baselines' own
+        null windows bound the candidate's null base (kag.core.eval.judge.judge_timing.null_base_cap)."""
         from kag.core.eval.judge.judge_timing import median, null_base_cap
 
-        runner_null = self.judge.runner_null_windows(min(len(timing.null_s), RUNNER_NULL_WINDOWS), pause_s)
+        runner_null = self.runner_nulls(min(len(timing.null_s), RUNNER_NULL_WINDOWS))
         baselines = self.baseline_values("null_ms")
         cap = null_base_cap(runner_null, baselines)
         if cap is None:
@@ -349,6 +348,15 @@ class CandidateCalls(SecretRechecks, WindowSizing):
                                      f"baseline runner's {median(runner_null) * 1e3:.4g} ms and the baselines' own "
                                      f"{', '.join(f'{b * 1e3:.4g}' for b in baselines) or 'none'}; its base counts "
                                      f"{cap * 1e3:.4g} ms")
+
+    def runner_nulls(self, count: int, drained: bool = False) -> list[float]:
+        """``count`` null windows of the baseline runner, each after a gap sized as the candidate's
+        from parts it cannot stretch (``runner_pause_s``); [] without a runner."""
+        if self.judge.runner is None:
+            return []
+        pause = self.runner_pause_s()
+        self.report.calibration["runner_pause_ms"] = round(pause * 1e3, 3)
+        return self.judge.runner_null_windows(count, pause, drained=drained)
 
     def baseline_values(self, field: str) -> tuple[float, ...]:
         """``field`` (milliseconds) of each baseline timed or cached in this evaluation, in seconds, where it
@@ -377,13 +385,13 @@ class CandidateCalls(SecretRechecks, WindowSizing):
                                  f"of their work as measured; timed again with {more}")
         return more
 
-    def cap_intercept(self, timing: Any, pause_s: float) -> None:
+    def cap_intercept(self, timing: Any) -> None:
         """The baseline runner's null windows, less their ends, and the baselines' own drained intercepts
         (timed before the candidate's windows, or cached with their timing) bound the drained intercept
         of the candidate's long and short windows (kag.core.eval.judge.judge_timing.intercept_cap)."""
         from kag.core.eval.judge.judge_timing import intercept_cap, median
 
-        runner_null = self.judge.runner_null_windows(RUNNER_NULL_WINDOWS, pause_s, drained=True)
+        runner_null = self.runner_nulls(RUNNER_NULL_WINDOWS, drained=True)
         baselines = self.baseline_values("intercept_ms")
         cap = intercept_cap(runner_null, baselines)
         if cap is None:

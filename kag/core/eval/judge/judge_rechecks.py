@@ -22,6 +22,8 @@ from typing import Any
 from kag.core.eval.judge.candidate_process import CandidateProcess
 
 PAUSE_MARGIN = 1.3  # the padded gap: this much over the gap's measured parts
+RUNNER_POISON_BYTES = 256 << 20  # the runner's poison, timed on at most this much memory (a 6.4 GB output's
+# poison twice over would not fit beside the candidate's on a GPU)
 
 
 class SecretRechecks:
@@ -44,6 +46,7 @@ class SecretRechecks:
     capture_s: float
     verify_s: float
     pending: list[tuple[str, int, Any, int | None]]
+    runner_gap_parts: tuple[float, float, float, int]
 
     def capture(self, index: int, sampled: bool = False) -> Any:
         """Output ``index`` of the last window, the judge's own copy, read from the stopped
@@ -134,7 +137,53 @@ class SecretRechecks:
             t0 = time.perf_counter()
             self.capture(0, sampled=True)
             per_check = 2.0 * (time.perf_counter() - t0)
+        own_check = 2.0 * self.own_copy_s() + (0.0 if self.defer_checks else self.verify_s)
+        self.runner_gap_parts = (fill_s, poison_s, checks * min(per_check, own_check), min(calls, 2))
         return PAUSE_MARGIN * (fill_s + poison_s + checks * per_check)
+
+    def own_copy_s(self) -> float:
+        """What a capture's copy costs the judge on its own memory: the reference's output copied
+        as a capture copies it (the second of two copies timed)."""
+        import torch
+
+        from kag.core.eval.candidate.checks import iter_tensors
+
+        tensors = list(iter_tensors(self.reference_output))
+
+        def copy() -> list[Any]:
+            if self.cuda:
+                picked = (self.sample_plan.pick(self.reference_output) if self.sample_plan is not None
+                          else [t.clone() for t in tensors])
+                torch.cuda.synchronize()
+                return picked
+            return [bytearray(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()) for t in tensors]
+
+        copy()
+        t0 = time.perf_counter()
+        copy()
+        return time.perf_counter() - t0
+
+    def runner_pause_s(self) -> float:
+        """The gap the baseline runner's null windows are timed after, sized as the candidate's
+        (``pause_s``) from parts the candidate cannot stretch: the judge's refill, the runner's own
+        poison of memory the outputs' size, and the checks' captures at most what the judge's own
+        copy of the reference's output costs. A candidate that spun in its own poison or slowed its
+        captures when the gap was sized lengthened only its own gaps: the runner, timed after the
+        same long gaps while its core idled, read its null windows 3-4x longer on the VM, and lifted
+        the bound on the candidate's null base with them (bench/results/2026-11-29-e977a9c-cpu)."""
+        from kag.core.eval.judge.judge_sizing import tree_bytes
+
+        fill_s, poison_s, checks_s, outputs = self.runner_gap_parts
+        total = outputs * tree_bytes(self.reference_output)
+        part = max(1, min(total, RUNNER_POISON_BYTES))  # more is timed at this size and scaled
+        runner, limit = self.judge.runner, self.spec.timeouts.check_s
+        self.judge.prepare_runner()
+        took = []
+        for _ in range(2):  # the second: the first may find the runner cold
+            t0 = time.perf_counter()
+            runner.exchange(("poison", [([part], 1)]), limit, "poisoning the runner's memory", expect="poisoned")
+            took.append(time.perf_counter() - t0)
+        return PAUSE_MARGIN * (fill_s + min(poison_s, min(took) * total / part) + checks_s)
 
     def rechecker(self, cand: CandidateProcess):
         """What runs after each window: where its outputs are is read from its end; each of its

@@ -76,7 +76,7 @@ def test_no_server_is_a_clear_error(tmp_path, task):
 
 def test_kag_serve_and_kag_score_through_it(tmp_path):
     sock = tmp_path / "s" / "eval.sock"
-    env = dict(os.environ, KAG_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, KAG_CACHE_DIR=os.environ.get("KAG_CACHE_DIR") or str(tmp_path / "cache"))  # CI: one cache
     proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "serve", "--socket", str(sock)],
                             stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -40,7 +40,9 @@ class Served:
 
     def __init__(self, tmp: Path, *args: str, token: str = "", env: dict[str, str] | None = None):
         self.tmp, self.log = tmp, tmp / "serve.log"
-        env = dict(os.environ, KAG_CACHE_DIR=str(tmp / "cache"), KAG_SERVE_TOKEN=token, **(env or {}))
+        # the run's cache where it has one (CI: builds and baselines made once), else the test's own
+        env = dict(os.environ, KAG_CACHE_DIR=os.environ.get("KAG_CACHE_DIR") or str(tmp / "cache"), KAG_SERVE_TOKEN=token,
+                   **(env or {}))
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "kag.cli.main", "serve", "--socket",
                                           str(tmp / "s" / "eval.sock"), *args], stderr=log, env=env)
