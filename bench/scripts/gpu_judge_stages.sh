@@ -49,6 +49,8 @@
 #              pad short windows' ends (tests/adversarial/test_gpu_cases.py), static guards off
 #   oldtree    the same two cases (OLD_ONLY: others) on the code before (a tree in $KAG_OLD_TREE, default .old: `git archive <commit>` plus
 #              the cases), to show what the attack bought there
+#   fidab      fidelity (FIDELITY_ONLY) on this tree and on the code in $KAG_OLD_TREE, alternated: what a change did
+#              to kag's clock against CUPTI on one machine
 #   nullcap    a GPU null base bounded by the runner's (13 GB a call: windows of one call), honest and padded
 #   loadab     diag_matmul with the timed child raised (KAG_TIMED_NICE=-5) and not (0), alternated LOAD_ROUNDS times,
 #              alone and beside LOAD_HOGS spinning processes (default 6; one per core made evaluations take >200 s)
@@ -199,6 +201,18 @@ EOF
       mkdir -p "$OUT/oldtree" && (cd "$OLD_TREE" && export PYTHONPATH="$PWD" OUT="$OUT/oldtree" KAG_CACHE_DIR=/tmp/kag-cache-old && timeout "${OLD_TIMEOUT:-240}" python3 bench/adversarial.py --jobs 2 \
         --no-static-guards --only "${OLD_ONLY:-pad_short_windows_python,pad_short_windows_kernel}" 2>&1 \
         | tee "$OUT/oldtree.log" | cut -c1-300) ;;
+    fidab)
+      step "fidelity vs CUPTI on this tree and on the code before (\$OLD_TREE), alternated (AB_ROUNDS, default 1)"
+      nvidia-smi -q -d CLOCK,POWER,PERFORMANCE > "$OUT/fidab_clocks_before.txt" 2>&1
+      for round in $(seq 1 "${AB_ROUNDS:-1}"); do
+        for tree in new old; do
+          dir="$PWD"; [ "$tree" = old ] && dir="$OLD_TREE"
+          (cd "$dir" && PYTHONPATH="$dir" KAG_CACHE_DIR="/tmp/kag-cache-fidab-$tree" timeout "${FID_TIMEOUT:-240}" \
+            python3 bench/scripts/timing_fidelity.py ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} --out "$OUT/fidab/$tree-$round" 2>&1 \
+            | sed "s/^/$tree round $round: /" | tee -a "$OUT/fidab.log" | cut -c1-300)
+        done
+      done
+      nvidia-smi -q -d CLOCK,POWER,PERFORMANCE > "$OUT/fidab_clocks_after.txt" 2>&1 ;;
     nullcap)
       step "a GPU null base bounded by the runner's (13 GB a call)"
       timeout "${NULLCAP_TIMEOUT:-400}" python3 -m pytest -q -s -p no:cacheprovider tests/core/eval/orchestrator/test_evaluate_gpu.py \
