@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 
 
 def kernel_ms(prof) -> list[float]:
@@ -70,8 +71,6 @@ def main() -> None:
                 del kept
             rows[label] = got
         if args.sustain_s:  # a load held as long as an evaluation's windows: clocks or power that give way
-            import time
-
             end = time.perf_counter() + args.sustain_s
             while time.perf_counter() < end:
                 for i in range(args.calls):
@@ -83,8 +82,6 @@ def main() -> None:
                 torch.cuda.synchronize()
             rows[f"after {args.sustain_s:g} s back to back"] = kernel_ms(prof)
         for gap in [float(g) for g in args.idle_ms.split(",") if g]:  # the judge's padded pause idles the GPU
-            import time
-
             by_place: list[list[float]] = [[] for _ in range(args.calls)]
             for _ in range(5):
                 torch.cuda.synchronize()

@@ -46,7 +46,7 @@ class SecretRechecks:
     capture_s: float
     verify_s: float
     pending: list[tuple[str, int, Any, int | None]]
-    runner_gap_parts: tuple[float, float, float, int]
+    runner_gap_parts: tuple[float, float, int, float, int]
 
     def capture(self, index: int, sampled: bool = False) -> Any:
         """Output ``index`` of the last window, the judge's own copy, read from the stopped
@@ -137,8 +137,7 @@ class SecretRechecks:
             t0 = time.perf_counter()
             self.capture(0, sampled=True)
             per_check = 2.0 * (time.perf_counter() - t0)
-        own_check = 2.0 * self.own_copy_s() + (0.0 if self.defer_checks else self.verify_s)
-        self.runner_gap_parts = (fill_s, poison_s, checks * min(per_check, own_check), min(calls, 2))
+        self.runner_gap_parts = (fill_s, poison_s, checks, per_check, min(calls, 2))  # runner_pause_s's
         return PAUSE_MARGIN * (fill_s + poison_s + checks * per_check)
 
     def own_copy_s(self) -> float:
@@ -173,7 +172,9 @@ class SecretRechecks:
         the bound on the candidate's null base with them (bench/results/2026-11-29-e977a9c-cpu)."""
         from kag.core.eval.judge.judge_sizing import tree_bytes
 
-        fill_s, poison_s, checks_s, outputs = self.runner_gap_parts
+        fill_s, poison_s, checks, per_check, outputs = self.runner_gap_parts
+        own_check = 2.0 * self.own_copy_s() + (0.0 if self.defer_checks else self.verify_s)  # here: only where
+        # a runner is timed after it
         total = outputs * tree_bytes(self.reference_output)
         part = max(1, min(total, RUNNER_POISON_BYTES))  # more is timed at this size and scaled
         runner, limit = self.judge.runner, self.spec.timeouts.check_s
@@ -183,7 +184,7 @@ class SecretRechecks:
             t0 = time.perf_counter()
             runner.exchange(("poison", [([part], 1)]), limit, "poisoning the runner's memory", expect="poisoned")
             took.append(time.perf_counter() - t0)
-        return PAUSE_MARGIN * (fill_s + min(poison_s, min(took) * total / part) + checks_s)
+        return PAUSE_MARGIN * (fill_s + min(poison_s, min(took) * total / part) + checks * min(per_check, own_check))
 
     def rechecker(self, cand: CandidateProcess):
         """What runs after each window: where its outputs are is read from its end; each of its
